@@ -1,0 +1,78 @@
+// Vector helpers shared by all kernels. Included inside namespace simdnorm::detail::<isa>.
+//
+// Kernels are templates on a float vector type V: xsimd::batch<float, Arch> for a SIMD ISA, or
+// scalar_vector (one lane) for the portable path. V provides ::size, a broadcast constructor,
+// load_unaligned/store_unaligned, + - * and +=; fma/fms/hadd are found by argument-dependent
+// lookup (xsimd's for batches, the ones below for scalar_vector).
+
+/// One-lane stand-in for xsimd::batch, so the scalar ISA runs the same kernel source.
+struct scalar_vector {
+  static constexpr std::size_t size = 1;
+  float v;
+  scalar_vector() = default;
+  scalar_vector(float f) : v(f) {}  // NOLINT: broadcast, as xsimd::batch
+  static scalar_vector load_unaligned(const float* p) { return scalar_vector(*p); }
+  void store_unaligned(float* p) const { *p = v; }
+  friend scalar_vector operator+(scalar_vector a, scalar_vector b) { return a.v + b.v; }
+  friend scalar_vector operator-(scalar_vector a, scalar_vector b) { return a.v - b.v; }
+  friend scalar_vector operator*(scalar_vector a, scalar_vector b) { return a.v * b.v; }
+  scalar_vector& operator+=(scalar_vector b) { v += b.v; return *this; }
+};
+inline scalar_vector fma(scalar_vector a, scalar_vector b, scalar_vector c) { return a.v * b.v + c.v; }
+inline scalar_vector fms(scalar_vector a, scalar_vector b, scalar_vector c) { return a.v * b.v - c.v; }
+inline float hadd(scalar_vector a) { return a.v; }
+
+template <class V>
+inline V load(const float* p) { return V::load_unaligned(p); }
+
+/// Bytes a streaming store of V must be aligned to.
+template <class V>
+constexpr std::size_t stream_alignment() { return V::size * sizeof(float); }
+
+/// Non-temporal store of a full vector to a stream_alignment()-aligned address where the ISA
+/// has one (x86); an ordinary store elsewhere.
+template <class V>
+inline void store_stream(float* p, const V& v) {
+#if defined(__AVX512F__)
+  if constexpr (V::size == 16) { _mm512_stream_ps(p, v); return; }
+#endif
+#if defined(__AVX__)
+  if constexpr (V::size == 8) { _mm256_stream_ps(p, v); return; }
+#endif
+#if defined(__SSE2__)
+  if constexpr (V::size == 4) { _mm_stream_ps(p, v); return; }
+#endif
+  v.store_unaligned(p);
+}
+
+/// Orders streaming stores before whatever the thread does next (e.g. signalling completion).
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+/// Number of leading elements to store one by one before `p` is stream-aligned.
+template <class V>
+inline std::size_t elements_to_stream_alignment(const float* p, std::size_t n) {
+  const std::size_t a = stream_alignment<V>();
+  const std::size_t mis = reinterpret_cast<std::uintptr_t>(p) % a;
+  if (mis % sizeof(float) != 0) return n;  // not even float-aligned: never stream
+  const std::size_t head = mis == 0 ? 0 : (a - mis) / sizeof(float);
+  return head < n ? head : n;
+}
+
+/// Writes y[0, n) = f(i) for vector offsets and scalar tails, with streaming or ordinary
+/// stores. f_vec(i) returns V for elements [i, i + V::size); f_one(i) returns float.
+template <class V, bool Stream, class FV, class F1>
+inline void store_row(float* y, std::size_t n, FV f_vec, F1 f_one) {
+  constexpr std::size_t W = V::size;
+  std::size_t i = 0;
+  if constexpr (Stream) {
+    for (const std::size_t head = elements_to_stream_alignment<V>(y, n); i < head; ++i) y[i] = f_one(i);
+    for (; i + W <= n; i += W) store_stream<V>(y + i, f_vec(i));
+  } else {
+    for (; i + W <= n; i += W) f_vec(i).store_unaligned(y + i);
+  }
+  for (; i < n; ++i) y[i] = f_one(i);
+}

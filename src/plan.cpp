@@ -1,0 +1,173 @@
+// plan: the op-independent part (lifetime, phases, execute) and shared validation helpers.
+#include <unistd.h>
+
+#include <cmath>
+#include <new>
+
+#include "plan_impl.hpp"
+
+namespace simdnorm {
+
+namespace detail {
+
+status check_tensor(const tensor_desc& t, const char* name) noexcept {
+  if (t.ndim < 1 || t.ndim > max_dims)
+    return status::error(status_code::invalid_argument, "%s.ndim=%d: must be in [1, %d]", name,
+                         t.ndim, max_dims);
+  std::int64_t numel = 1, last = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] <= 0)
+      return status::error(status_code::invalid_argument, "%s.shape[%d]=%lld: must be positive",
+                           name, i, static_cast<long long>(t.shape[i]));
+    if (t.strides[i] < 0)
+      return status::error(status_code::unsupported_layout,
+                           "%s.strides[%d]=%lld: negative strides are not supported", name, i,
+                           static_cast<long long>(t.strides[i]));
+    std::int64_t off;
+    if (__builtin_mul_overflow(numel, t.shape[i], &numel) ||
+        __builtin_mul_overflow(t.shape[i] - 1, t.strides[i], &off) ||
+        __builtin_add_overflow(last, off, &last))
+      return status::error(status_code::size_overflow, "%s: sizes overflow 64 bits", name);
+  }
+  std::int64_t bytes;
+  if (__builtin_mul_overflow(last + 1, std::int64_t(sizeof(float)), &bytes) ||
+      __builtin_mul_overflow(numel, std::int64_t(sizeof(float)), &bytes))
+    return status::error(status_code::size_overflow, "%s: byte size overflows 64 bits", name);
+  return {};
+}
+
+status check_same_shape(const tensor_desc& x, const tensor_desc& y) noexcept {
+  if (x.ndim != y.ndim)
+    return status::error(status_code::invalid_argument, "x.ndim=%d but y.ndim=%d", x.ndim, y.ndim);
+  for (int i = 0; i < x.ndim; ++i)
+    if (x.shape[i] != y.shape[i])
+      return status::error(status_code::invalid_argument, "x.shape[%d]=%lld but y.shape[%d]=%lld",
+                           i, static_cast<long long>(x.shape[i]), i,
+                           static_cast<long long>(y.shape[i]));
+  return {};
+}
+
+std::int64_t span_elements(const tensor_desc& t) noexcept {
+  std::int64_t last = 0;
+  for (int i = 0; i < t.ndim; ++i) last += (t.shape[i] - 1) * t.strides[i];
+  return last + 1;
+}
+
+bool dense_suffix(const tensor_desc& t, int first) noexcept {
+  std::int64_t expect = 1;
+  for (int i = t.ndim - 1; i >= first; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
+    expect *= t.shape[i];
+  }
+  return true;
+}
+
+status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::int64_t y_span,
+                      bool same_strides) noexcept {
+  const auto xb = reinterpret_cast<std::uintptr_t>(x), yb = reinterpret_cast<std::uintptr_t>(y);
+  if (xb == yb) {
+    if (same_strides) return {};
+    return status::error(status_code::invalid_argument,
+                         "y aliases x (in place) but their strides differ");
+  }
+  const std::uintptr_t xe = xb + std::uintptr_t(x_span) * sizeof(float);
+  const std::uintptr_t ye = yb + std::uintptr_t(y_span) * sizeof(float);
+  if (xb < ye && yb < xe)
+    return status::error(status_code::invalid_argument,
+                         "y partially overlaps x: in-place use needs y == x with equal strides");
+  return {};
+}
+
+std::size_t last_level_cache_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    long v = -1;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    return v > 0 ? std::size_t(v) : std::size_t(32) << 20;
+  }();
+  return bytes;
+}
+
+bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_bytes) noexcept {
+  switch (p) {
+    case store_policy::regular: return false;
+    case store_policy::streaming: return true;
+    case store_policy::automatic: break;
+  }
+  return in_bytes + out_bytes > last_level_cache_bytes();
+}
+
+status check_eps(float eps) noexcept {
+  if (std::isnan(eps) || eps < 0.f)
+    return status::error(status_code::invalid_argument, "eps=%g: must be >= 0 and not NaN",
+                         double(eps));
+  return {};
+}
+
+}  // namespace detail
+
+plan::plan() noexcept = default;
+plan::~plan() = default;
+plan::plan(const plan&) noexcept = default;
+plan& plan::operator=(const plan&) noexcept = default;
+
+isa plan::kernel_isa() const noexcept { return impl_ ? impl_->kernels->id : isa::scalar; }
+std::size_t plan::num_phases() const noexcept { return impl_ ? impl_->num_phases() : 0; }
+std::size_t plan::num_tasks(std::size_t phase) const noexcept {
+  return impl_ && phase < impl_->num_phases() ? impl_->num_tasks(phase) : 0;
+}
+std::size_t plan::rows() const noexcept { return impl_ ? impl_->rows : 0; }
+std::size_t plan::row_length() const noexcept { return impl_ ? impl_->cols : 0; }
+
+status plan::run(const norm_args& args, std::size_t phase, std::size_t begin,
+                 std::size_t end) const noexcept {
+  if (!impl_) return status::error(status_code::invalid_argument, "run: the plan is empty");
+  if (phase >= impl_->num_phases())
+    return status::error(status_code::invalid_argument, "run: phase %zu of %zu", phase,
+                         impl_->num_phases());
+  const std::size_t n = impl_->num_tasks(phase);
+  if (begin > end || end > n)
+    return status::error(status_code::invalid_argument, "run: tasks [%zu, %zu) outside [0, %zu)",
+                         begin, end, n);
+  status s = impl_->check_args(args);
+  if (!s) return s;
+  impl_->run_tasks(args, phase, begin, end);
+  return {};
+}
+
+namespace {
+struct task_context {
+  const detail::plan_impl* impl;
+  const norm_args* args;
+  std::size_t phase;
+};
+void run_task_range(void* ctx, std::size_t begin, std::size_t end) noexcept {
+  const auto* c = static_cast<const task_context*>(ctx);
+  c->impl->run_tasks(*c->args, c->phase, begin, end);
+}
+}  // namespace
+
+status plan::execute(const norm_args& args, executor* exec) const noexcept {
+  if (!impl_) return status::error(status_code::invalid_argument, "execute: the plan is empty");
+  status s = impl_->check_args(args);
+  if (!s) return s;
+  if (exec == nullptr) exec = &default_executor();
+  for (std::size_t phase = 0; phase < impl_->num_phases(); ++phase) {
+    const std::size_t n = impl_->num_tasks(phase);
+    if (n <= 1 || exec->concurrency() <= 1) {  // small: inline, the pool is not touched
+      impl_->run_tasks(args, phase, 0, n);
+      continue;
+    }
+    task_context ctx{impl_.get(), &args, phase};
+    try {
+      exec->parallel_for(n, &run_task_range, &ctx);
+    } catch (...) {
+      return status::error(status_code::internal_error, "execute: the executor threw");
+    }
+  }
+  return {};
+}
+
+}  // namespace simdnorm

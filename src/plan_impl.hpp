@@ -1,0 +1,59 @@
+// Internal: the plan interface every op family implements, and shared validation helpers.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "isa_table.hpp"
+#include "simdnorm/plan.hpp"
+
+namespace simdnorm::detail {
+
+/// A made, immutable plan. Subclasses hold their shapes and kernels; `run_tasks` is called only
+/// after `check_args` accepted the arguments and with a valid phase and task range.
+struct plan_impl {
+  const kernel_table* kernels = nullptr;
+  std::size_t rows = 0, cols = 0;
+
+  virtual ~plan_impl() = default;
+  virtual std::size_t num_phases() const noexcept { return 1; }
+  virtual std::size_t num_tasks(std::size_t phase) const noexcept = 0;
+  virtual status check_args(const norm_args& args) const noexcept = 0;
+  virtual void run_tasks(const norm_args& args, std::size_t phase, std::size_t begin,
+                         std::size_t end) const noexcept = 0;
+};
+
+/// Installs a made plan_impl into a public plan (plan creation functions use this).
+struct plan_access {
+  static void set(plan* p, std::shared_ptr<const plan_impl> impl) noexcept { p->impl_ = std::move(impl); }
+};
+
+/// Checks rank, positive dims, non-negative strides and that every element count and address
+/// extent fits in 64 bits (and in bytes). `name` is used in messages ("x", "y").
+status check_tensor(const tensor_desc& t, const char* name) noexcept;
+
+/// Checks that x and y have the same rank and shape.
+status check_same_shape(const tensor_desc& x, const tensor_desc& y) noexcept;
+
+/// Elements from the first to one past the last element addressed by `t` (valid after
+/// check_tensor).
+std::int64_t span_elements(const tensor_desc& t) noexcept;
+
+/// True when t's dims [first, ndim) are dense row-major (size-1 dims may have any stride).
+bool dense_suffix(const tensor_desc& t, int first) noexcept;
+
+/// x and y may be the same tensor (same pointer, `same_strides`) or disjoint ranges.
+status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::int64_t y_span,
+                      bool same_strides) noexcept;
+
+/// Last-level cache size in bytes (sysconf where available; 32 MiB otherwise).
+std::size_t last_level_cache_bytes() noexcept;
+
+/// Whether a kernel writing `out_bytes` after reading `in_bytes` should stream its stores.
+bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_bytes) noexcept;
+
+/// Checks eps: finite-or-infinite, non-negative, not NaN.
+status check_eps(float eps) noexcept;
+
+}  // namespace simdnorm::detail

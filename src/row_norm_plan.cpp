@@ -1,0 +1,204 @@
+// Plans for the row-wise ops (LayerNorm, RMSNorm): validation, collapsing the outer dims into
+// runs of equally strided rows, and splitting rows into tasks.
+#include <algorithm>
+#include <new>
+
+#include "plan_impl.hpp"
+
+namespace simdnorm {
+namespace detail {
+namespace {
+
+/// Rows per task are chosen so that a task covers at least this many elements (64 KiB of x):
+/// enough to amortize a task switch, small enough to balance two to sixteen threads on 1 MiB.
+constexpr std::size_t kTaskElements = 16384;
+
+enum class row_op { layer_norm, rms_norm };
+
+struct row_norm_plan final : plan_impl {
+  row_op op = row_op::layer_norm;
+  row_norm_config cfg;
+  // Outer dims after dropping size-1 dims and merging contiguous ones; innermost last.
+  int n_outer = 0;
+  std::int64_t outer_size[max_dims] = {};
+  std::int64_t outer_x_stride[max_dims] = {};
+  std::int64_t outer_y_stride[max_dims] = {};
+  std::size_t rows_per_task = 1, tasks = 1;
+  std::int64_t x_span = 0, y_span = 0;
+  bool same_strides = false;
+
+  std::size_t num_tasks(std::size_t) const noexcept override { return tasks; }
+
+  status check_args(const norm_args& a) const noexcept override {
+    if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
+    if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
+    if (op == row_op::rms_norm && a.beta != nullptr)
+      return status::error(status_code::invalid_argument, "args.beta: RMSNorm has no beta");
+    if (op == row_op::rms_norm && a.mean != nullptr)
+      return status::error(status_code::invalid_argument, "args.mean: RMSNorm has no mean output");
+    return check_aliasing(a.x, x_span, a.y, y_span, same_strides);
+  }
+
+  void run_tasks(const norm_args& a, std::size_t, std::size_t begin,
+                 std::size_t end) const noexcept override {
+    row_norm_config c = cfg;
+    c.gamma = a.gamma;
+    c.beta = a.beta;
+    const row_norm_fn fn = op == row_op::layer_norm ? kernels->layer_norm_rows : kernels->rms_norm_rows;
+    const std::size_t r_end = std::min(rows, end * rows_per_task);
+    std::size_t r = begin * rows_per_task;
+    const int inner = n_outer - 1;
+    while (r < r_end) {
+      // Decompose r over the outer dims; the run continues along the innermost outer dim.
+      std::int64_t rem = std::int64_t(r), xo = 0, yo = 0, i_inner = 0;
+      for (int d = inner; d >= 0; --d) {
+        const std::int64_t idx = rem % outer_size[d];
+        rem /= outer_size[d];
+        xo += idx * outer_x_stride[d];
+        yo += idx * outer_y_stride[d];
+        if (d == inner) i_inner = idx;
+      }
+      const std::size_t count =
+          std::min<std::size_t>(r_end - r, std::size_t(outer_size[inner] - i_inner));
+      row_block b;
+      b.x = a.x + xo;
+      b.x_stride = outer_x_stride[inner];
+      b.y = a.y + yo;
+      b.y_stride = outer_y_stride[inner];
+      b.rows = count;
+      b.mean = a.mean ? a.mean + r : nullptr;
+      b.rstd = a.rstd ? a.rstd + r : nullptr;
+      fn(c, b);
+      r += count;
+    }
+  }
+};
+
+// y's rows must not overlap: sorted by stride, each outer dim must step past everything the
+// smaller ones cover. (Sufficient, and exact for the layouts frameworks produce.)
+bool rows_disjoint(int n, const std::int64_t* size, const std::int64_t* stride, std::int64_t cols) {
+  int order[max_dims];
+  for (int i = 0; i < n; ++i) {  // insertion sort by stride; n <= max_dims
+    int j = i;
+    for (; j > 0 && stride[order[j - 1]] > stride[i]; --j) order[j] = order[j - 1];
+    order[j] = i;
+  }
+  std::int64_t covered = cols;  // extent of one row
+  for (int k = 0; k < n; ++k) {
+    const int d = order[k];
+    if (size[d] == 1) continue;
+    if (stride[d] < covered) return false;
+    covered = stride[d] * (size[d] - 1) + covered;
+  }
+  return true;
+}
+
+status make_row_norm(row_op op, const tensor_desc& x, const tensor_desc& y, int normalized_ndim,
+                     float eps, bool compensated, store_policy stores, plan* out) noexcept {
+  const char* opname = op == row_op::layer_norm ? "layer_norm" : "rms_norm";
+  if (out == nullptr) return status::error(status_code::invalid_argument, "%s: out is null", opname);
+  status s = check_tensor(x, "x");
+  if (!s) return s;
+  if (!(s = check_tensor(y, "y"))) return s;
+  if (!(s = check_same_shape(x, y))) return s;
+  if (normalized_ndim < 1 || normalized_ndim > x.ndim)
+    return status::error(status_code::invalid_argument,
+                         "%s: normalized_ndim=%d must be in [1, ndim=%d]", opname,
+                         normalized_ndim, x.ndim);
+  if (!(s = check_eps(eps))) return s;
+  const int first = x.ndim - normalized_ndim;
+  if (!dense_suffix(x, first) || !dense_suffix(y, first))
+    return status::error(status_code::unsupported_layout,
+                         "%s: the normalized (last %d) dims of x and y must be dense row-major",
+                         opname, normalized_ndim);
+  if (stores != store_policy::automatic && stores != store_policy::regular &&
+      stores != store_policy::streaming)
+    return status::error(status_code::invalid_argument, "%s: unknown store_policy %d", opname,
+                         int(stores));
+
+  const kernel_table* kt = selected_table(&s);
+  if (kt == nullptr) return s;
+
+  std::shared_ptr<row_norm_plan> p;
+  try {
+    p = std::make_shared<row_norm_plan>();
+  } catch (...) {
+    return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", opname);
+  }
+  p->op = op;
+  p->kernels = kt;
+  std::int64_t cols = 1;
+  for (int i = first; i < x.ndim; ++i) cols *= x.shape[i];
+  std::int64_t rows = 1;
+  for (int i = 0; i < first; ++i) {
+    rows *= x.shape[i];
+    if (x.shape[i] == 1) continue;
+    const int k = p->n_outer;
+    if (k > 0 && p->outer_x_stride[k - 1] == x.strides[i] * x.shape[i] &&
+        p->outer_y_stride[k - 1] == y.strides[i] * x.shape[i]) {  // merge with the outer dim
+      p->outer_size[k - 1] *= x.shape[i];
+      p->outer_x_stride[k - 1] = x.strides[i];
+      p->outer_y_stride[k - 1] = y.strides[i];
+      continue;
+    }
+    p->outer_size[k] = x.shape[i];
+    p->outer_x_stride[k] = x.strides[i];
+    p->outer_y_stride[k] = y.strides[i];
+    ++p->n_outer;
+  }
+  if (p->n_outer == 0) {  // a single row
+    p->outer_size[0] = 1;
+    p->n_outer = 1;
+  }
+  if (!rows_disjoint(p->n_outer, p->outer_size, p->outer_y_stride, cols))
+    return status::error(status_code::unsupported_layout,
+                         "%s: y's strides make rows overlap", opname);
+  p->same_strides = true;
+  for (int i = 0; i < x.ndim; ++i)
+    if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_strides = false;
+  p->x_span = span_elements(x);
+  p->y_span = span_elements(y);
+  p->rows = std::size_t(rows);
+  p->cols = std::size_t(cols);
+  p->cfg.cols = std::size_t(cols);
+  p->cfg.inv_cols = 1.0 / double(cols);
+  p->cfg.eps = eps;
+  p->cfg.compensated_mean = compensated;
+  const std::size_t bytes = std::size_t(rows) * std::size_t(cols) * sizeof(float);
+  p->cfg.stream = use_streaming_stores(stores, bytes, bytes);
+  p->rows_per_task = std::max<std::size_t>(1, (kTaskElements + p->cols - 1) / p->cols);
+  p->tasks = (p->rows + p->rows_per_task - 1) / p->rows_per_task;
+  plan_access::set(out, std::move(p));
+  return {};
+}
+
+}  // namespace
+}  // namespace detail
+
+status plan::layer_norm(const tensor_desc& x, const tensor_desc& y,
+                        const layer_norm_params& params, plan* out) noexcept {
+  return detail::make_row_norm(detail::row_op::layer_norm, x, y, params.normalized_ndim,
+                               params.eps, params.compensated_mean, params.stores, out);
+}
+
+status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
+                      plan* out) noexcept {
+  return detail::make_row_norm(detail::row_op::rms_norm, x, y, params.normalized_ndim, params.eps,
+                               false, params.stores, out);
+}
+
+status layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
+                  const norm_args& args, executor* exec) noexcept {
+  plan p;
+  status s = plan::layer_norm(x, y, params, &p);
+  return s ? p.execute(args, exec) : s;
+}
+
+status rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
+                const norm_args& args, executor* exec) noexcept {
+  plan p;
+  status s = plan::rms_norm(x, y, params, &p);
+  return s ? p.execute(args, exec) : s;
+}
+
+}  // namespace simdnorm
