@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <new>
 
 #include "plan_impl.hpp"
@@ -118,6 +120,7 @@ std::size_t plan::num_phases() const noexcept { return impl_ ? impl_->num_phases
 std::size_t plan::num_tasks(std::size_t phase) const noexcept {
   return impl_ && phase < impl_->num_phases() ? impl_->num_tasks(phase) : 0;
 }
+std::size_t plan::workspace_bytes() const noexcept { return impl_ ? impl_->workspace_bytes() : 0; }
 std::size_t plan::rows() const noexcept { return impl_ ? impl_->rows : 0; }
 std::size_t plan::row_length() const noexcept { return impl_ ? impl_->cols : 0; }
 
@@ -133,6 +136,9 @@ status plan::run(const norm_args& args, std::size_t phase, std::size_t begin,
                          begin, end, n);
   status s = impl_->check_args(args);
   if (!s) return s;
+  if (impl_->workspace_bytes() != 0 && args.workspace == nullptr)
+    return status::error(status_code::invalid_argument,
+                         "run: this plan needs args.workspace of %zu bytes", impl_->workspace_bytes());
   impl_->run_tasks(args, phase, begin, end);
   return {};
 }
@@ -154,13 +160,23 @@ status plan::execute(const norm_args& args, executor* exec) const noexcept {
   status s = impl_->check_args(args);
   if (!s) return s;
   if (exec == nullptr) exec = &default_executor();
+  norm_args a = args;
+  std::unique_ptr<unsigned char, void (*)(void*)> scratch(nullptr, &std::free);
+  if (impl_->workspace_bytes() != 0 && a.workspace == nullptr) {
+    const std::size_t bytes = (impl_->workspace_bytes() + 63) / 64 * 64;
+    scratch.reset(static_cast<unsigned char*>(std::aligned_alloc(64, bytes)));
+    if (!scratch)
+      return status::error(status_code::out_of_memory, "execute: cannot allocate %zu bytes of workspace",
+                           bytes);
+    a.workspace = scratch.get();
+  }
   for (std::size_t phase = 0; phase < impl_->num_phases(); ++phase) {
     const std::size_t n = impl_->num_tasks(phase);
     if (n <= 1 || exec->concurrency() <= 1) {  // small: inline, the pool is not touched
-      impl_->run_tasks(args, phase, 0, n);
+      impl_->run_tasks(a, phase, 0, n);
       continue;
     }
-    task_context ctx{impl_.get(), &args, phase};
+    task_context ctx{impl_.get(), &a, phase};
     try {
       exec->parallel_for(n, &run_task_range, &ctx);
     } catch (...) {

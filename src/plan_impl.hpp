@@ -11,7 +11,8 @@
 namespace simdnorm::detail {
 
 /// A made, immutable plan. Subclasses hold their shapes and kernels; `run_tasks` is called only
-/// after `check_args` accepted the arguments and with a valid phase and task range.
+/// after `check_args` accepted the arguments (and a workspace of workspace_bytes() is present)
+/// and with a valid phase and task range.
 struct plan_impl {
   const kernel_table* kernels = nullptr;
   std::size_t rows = 0, cols = 0;
@@ -19,6 +20,7 @@ struct plan_impl {
   virtual ~plan_impl() = default;
   virtual std::size_t num_phases() const noexcept { return 1; }
   virtual std::size_t num_tasks(std::size_t phase) const noexcept = 0;
+  virtual std::size_t workspace_bytes() const noexcept { return 0; }
   virtual status check_args(const norm_args& args) const noexcept = 0;
   virtual void run_tasks(const norm_args& args, std::size_t phase, std::size_t begin,
                          std::size_t end) const noexcept = 0;

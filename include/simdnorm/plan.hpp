@@ -64,6 +64,10 @@ struct norm_args {
   const float* beta = nullptr;   ///< optional shift over the normalized block (LayerNorm only)
   float* mean = nullptr;  ///< optional output, one float per row (rows in row-major order)
   float* rstd = nullptr;  ///< optional output 1/sqrt(var + eps) (RMSNorm: 1/rms) per row
+  /// Scratch memory of `plan::workspace_bytes()` bytes, 64-byte aligned, for plans with more
+  /// than one phase (partial statistics between phases). `run` requires it when the plan needs
+  /// it; `execute` allocates it when it is null.
+  void* workspace = nullptr;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.
@@ -93,6 +97,8 @@ class SIMDNORM_EXPORT plan {
   std::size_t num_phases() const noexcept;
   /// Number of independent tasks in `phase`.
   std::size_t num_tasks(std::size_t phase = 0) const noexcept;
+  /// Bytes of `norm_args::workspace` that `run` needs (0 for single-phase plans).
+  std::size_t workspace_bytes() const noexcept;
   /// Number of rows (products of the outer dims) and the row length.
   std::size_t rows() const noexcept;
   std::size_t row_length() const noexcept;
