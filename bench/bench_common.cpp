@@ -1,0 +1,206 @@
+#include "bench_common.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <sys/mman.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#if SIMDNORM_BENCH_WITH_TBB
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+#endif
+
+namespace bench {
+namespace {
+
+// ---- copies: the memory-bandwidth reference ------------------------------------------------
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void copy_plain_avx512(const float* s, float* d, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(d + i, _mm512_loadu_ps(s + i));
+  for (; i < n; ++i) d[i] = s[i];
+}
+__attribute__((target("avx512f"))) void copy_nt_avx512(const float* s, float* d, std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(d + i) % 64; ++i) d[i] = s[i];
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(d + i, _mm512_loadu_ps(s + i));
+  for (; i < n; ++i) d[i] = s[i];
+  _mm_sfence();
+}
+__attribute__((target("avx2"))) void copy_plain_avx2(const float* s, float* d, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(s + i));
+  for (; i < n; ++i) d[i] = s[i];
+}
+__attribute__((target("avx2"))) void copy_nt_avx2(const float* s, float* d, std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(d + i) % 32; ++i) d[i] = s[i];
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(d + i, _mm256_loadu_ps(s + i));
+  for (; i < n; ++i) d[i] = s[i];
+  _mm_sfence();
+}
+#endif
+void copy_plain_generic(const float* s, float* d, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
+}
+void copy_memcpy(const float* s, float* d, std::size_t n) { std::memcpy(d, s, n * sizeof(float)); }
+
+using copy_fn = void (*)(const float*, float*, std::size_t);
+
+struct copy_kernels {
+  copy_fn plain = copy_plain_generic, nt = copy_plain_generic, mem = copy_memcpy;
+};
+
+const copy_kernels& copies() {
+  static const copy_kernels k = [] {
+    copy_kernels c;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx512f")) { c.plain = copy_plain_avx512; c.nt = copy_nt_avx512; }
+    else if (__builtin_cpu_supports("avx2")) { c.plain = copy_plain_avx2; c.nt = copy_nt_avx2; }
+#endif
+    return c;
+  }();
+  return k;
+}
+
+// One contiguous block per thread (static partition), as a copy at this thread count.
+void parallel_copy(copy_fn f, const float* s, float* d, std::size_t n, int threads) {
+#if SIMDNORM_BENCH_WITH_TBB
+  if (threads > 1) {
+    oneapi::tbb::parallel_for(
+        0, threads,
+        [&](int t) {
+          // Blocks rounded to 64 bytes so NT stores stay aligned.
+          const std::size_t b = (n * std::size_t(t) / std::size_t(threads)) / 16 * 16;
+          const std::size_t e = t + 1 == threads ? n : (n * std::size_t(t + 1) / std::size_t(threads)) / 16 * 16;
+          f(s + b, d + b, e - b);
+        },
+        oneapi::tbb::static_partitioner());
+    return;
+  }
+#endif
+  (void)threads;
+  f(s, d, n);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<simdnorm::isa> g_isas;
+std::vector<int> g_threads = {1, 2};
+bool g_all_isas = false;
+
+}  // namespace
+
+float* shared_buffer(std::size_t floats, int slot) {
+  struct deleter { void operator()(float* p) const { std::free(p); } };
+  static std::map<std::pair<int, std::size_t>, std::unique_ptr<float, deleter>> cache;
+  auto& p = cache[{slot, floats}];
+  if (!p) {
+    const std::size_t align = std::size_t(2) << 20;
+    const std::size_t bytes = (floats * sizeof(float) + align - 1) / align * align;
+    p.reset(static_cast<float*>(std::aligned_alloc(align, bytes)));
+#if defined(MADV_HUGEPAGE)
+    madvise(p.get(), bytes, MADV_HUGEPAGE);
+#endif
+    std::memset(p.get(), 0, bytes);
+  }
+  return p.get();
+}
+
+void fill_normal(float* p, std::size_t n, double mean) {
+  std::mt19937 rng(12345);
+  std::normal_distribution<float> d(float(mean), 1.0f);
+  for (std::size_t i = 0; i < std::min<std::size_t>(n, 1 << 16); ++i) p[i] = d(rng);
+  for (std::size_t i = std::size_t(1) << 16; i < n; i += std::size_t(1) << 16)
+    std::memcpy(p + i, p, std::min<std::size_t>(std::size_t(1) << 16, n - i) * sizeof(float));
+}
+
+const std::vector<simdnorm::isa>& isas() {
+  if (g_isas.empty()) {
+    std::size_t n = 0;
+    const simdnorm::isa* all = simdnorm::compiled_isas(&n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!simdnorm::cpu_supports(all[i])) continue;
+      g_isas.push_back(all[i]);
+      if (!g_all_isas) break;  // best first
+    }
+  }
+  return g_isas;
+}
+
+const std::vector<int>& thread_counts() { return g_threads; }
+
+void parse_flags(int* argc, char** argv) {
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--simdnorm_isas=all") {
+      g_all_isas = true;
+    } else if (a.rfind("--simdnorm_threads=", 0) == 0) {
+      g_threads.clear();
+      std::stringstream ss(a.substr(19));
+      std::string t;
+      while (std::getline(ss, t, ',')) g_threads.push_back(std::max(1, std::atoi(t.c_str())));
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  *argc = out;
+}
+
+void measure_erased(benchmark::State& state, int threads, std::size_t bytes, const float* src,
+                    float* dst, std::size_t copy_floats, op_fn op, void* ctx) {
+  using clock = std::chrono::steady_clock;
+  const copy_kernels& ck = copies();
+  const copy_fn kinds[3] = {ck.plain, ck.nt, ck.mem};
+  std::vector<double> op_t, copy_t[3];
+  auto body = [&] {
+    op(ctx);  // warm-up: page faults, caches, thread start
+    std::size_t k = 0;
+    for (auto _ : state) {
+      const auto t0 = clock::now();
+      op(ctx);
+      const auto t1 = clock::now();
+      const double s = std::chrono::duration<double>(t1 - t0).count();
+      state.SetIterationTime(s);
+      op_t.push_back(s);
+      // Interleaved copy of the same bytes (rotating through the three kinds), not timed
+      // into the op.
+      const copy_fn f = kinds[k % 3];
+      const auto c0 = clock::now();
+      parallel_copy(f, src, dst, copy_floats, threads);
+      copy_t[k % 3].push_back(std::chrono::duration<double>(clock::now() - c0).count());
+      ++k;
+    }
+  };
+#if SIMDNORM_BENCH_WITH_TBB
+  oneapi::tbb::task_arena arena(threads);
+  arena.execute(body);
+#else
+  body();
+#endif
+  const double op_med = median(op_t);
+  double copy_best = 0;
+  for (auto& v : copy_t)
+    if (!v.empty()) copy_best = std::max(copy_best, double(copy_floats * 2 * sizeof(float)) / median(v));
+  state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
+  state.counters["GBps"] = bytes / op_med / 1e9;
+  state.counters["copy_GBps"] = copy_best / 1e9;
+  state.counters["ratio"] = copy_best > 0 ? (bytes / op_med) / copy_best : 0;
+}
+
+}  // namespace bench

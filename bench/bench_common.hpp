@@ -1,0 +1,63 @@
+// Shared benchmark machinery: buffers, the in-run copy limit, thread arenas, ISA selection.
+//
+// Every benchmark reports
+//   bytes_per_second  x read once plus y written once (the algorithmic minimum traffic),
+//   copy_GBps         the best of three copies of the same bytes (ordinary-store copy,
+//                     non-temporal-store copy, memcpy) from x to y, at the same thread count,
+//                     timed in the same benchmark run, interleaved with the op,
+//   ratio             op bandwidth / copy bandwidth (medians of both),
+// so results are comparable across machines and robust to a noisy shared host.
+#pragma once
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "simdnorm/simdnorm.hpp"
+
+namespace bench {
+
+/// A 2 MiB-aligned float buffer of at least `floats` elements, written once (so its pages are
+/// mapped) and cached by (slot, size): benchmarks of one size share it.
+float* shared_buffer(std::size_t floats, int slot);
+
+/// Fills `n` floats with N(mean, 1) data (deterministic).
+void fill_normal(float* p, std::size_t n, double mean = 0.0);
+
+/// ISAs to benchmark: the best runnable one, or all runnable ones when the command line had
+/// --simdnorm_isas=all (parsed by parse_flags).
+const std::vector<simdnorm::isa>& isas();
+
+/// Thread counts to benchmark (--simdnorm_threads=1,2; default 1 and 2).
+const std::vector<int>& thread_counts();
+
+/// Consumes the simdnorm-specific flags from argv before benchmark::Initialize sees them.
+void parse_flags(int* argc, char** argv);
+
+/// Runs `op()` as the timed body (manual time, medians) inside a task arena of `threads`
+/// threads, interleaving copies of `copy_floats` floats from `src` to `dst`, and sets the
+/// counters described above. `bytes` is the traffic the op is credited with per call.
+template <class Op>
+void measure(benchmark::State& state, int threads, std::size_t bytes, const float* src, float* dst,
+             std::size_t copy_floats, Op op);
+
+// Implementation detail of measure(): type-erased.
+using op_fn = void (*)(void* ctx);
+void measure_erased(benchmark::State& state, int threads, std::size_t bytes, const float* src,
+                    float* dst, std::size_t copy_floats, op_fn op, void* ctx);
+
+template <class Op>
+void measure(benchmark::State& state, int threads, std::size_t bytes, const float* src, float* dst,
+             std::size_t copy_floats, Op op) {
+  measure_erased(state, threads, bytes, src, dst, copy_floats,
+                 [](void* c) { (*static_cast<Op*>(c))(); }, &op);
+}
+
+/// Aborts the benchmark with the status message when `s` is an error.
+inline bool check(benchmark::State& state, const simdnorm::status& s) {
+  if (!s) state.SkipWithError(s.message());
+  return s.ok();
+}
+
+}  // namespace bench

@@ -1,0 +1,16 @@
+// simdnorm_bench: registers every benchmark at run time (per runnable ISA and thread count).
+//   simdnorm_bench [--simdnorm_isas=all] [--simdnorm_threads=1,2] [Google Benchmark flags]
+#include "bench_common.hpp"
+
+void register_row_benchmarks();
+
+int main(int argc, char** argv) {
+  bench::parse_flags(&argc, argv);
+  register_row_benchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("simdnorm_isa", simdnorm::isa_name(simdnorm::active_isa()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
