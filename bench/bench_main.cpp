@@ -3,10 +3,12 @@
 #include "bench_common.hpp"
 
 void register_row_benchmarks();
+void register_peer_benchmarks();  // bench/peers/: oneDNN, libtorch when built in
 
 int main(int argc, char** argv) {
   bench::parse_flags(&argc, argv);
   register_row_benchmarks();
+  register_peer_benchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("simdnorm_isa", simdnorm::isa_name(simdnorm::active_isa()));

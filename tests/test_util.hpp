@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -11,6 +12,17 @@
 #include "simdnorm/simdnorm.hpp"
 
 namespace test {
+
+/// Quick mode, for emulated (qemu) and sanitizer runs, which are 10 to 100 times slower:
+/// SIMDNORM_TEST_QUICK set to anything but "" or "0". Sweep tests then skip their largest sizes
+/// (they keep every tail length); the native Release run always runs the full suite.
+inline bool quick() {
+  static const bool q = [] {
+    const char* e = std::getenv("SIMDNORM_TEST_QUICK");
+    return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+  }();
+  return q;
+}
 
 /// ISAs compiled in and runnable on this CPU, best first.
 inline std::vector<simdnorm::isa> runnable_isas() {

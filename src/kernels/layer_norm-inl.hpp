@@ -15,39 +15,145 @@
 //   normalized value plus |lo| rounding, independent of the mean's magnitude when compensated.
 //   A NaN or Inf in a row makes that row's statistics, hence the whole row, non-finite.
 
-template <class V, bool Shift, bool Gamma, bool Beta, bool Stream>
-void layer_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
+/// Rows are processed kRowGroup at a time: their statistics are interleaved (short rows, see
+/// rows_moments_f32) and the normalize pass loads each gamma/beta vector once for all rows of
+/// the group, which halves the cache traffic of the affine LayerNorm on long rows. Groups are
+/// used while the group's rows fit comfortably in L2 (kGroupBytes).
+inline constexpr std::size_t kRowGroup = 4;
+inline constexpr std::size_t kInterleaveMaxCols = 1024;
+inline constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
+
+/// Per-row constants of the normalize pass: t = (x - hi) * rs - lo_rs.
+struct ln_row_consts {
+  float hi, rs, lo_rs;
+};
+
+template <bool Shift>
+inline ln_row_consts layer_norm_consts(const row_norm_config& cfg, const row_moments& m) {
+  const double rstd = 1.0 / __builtin_sqrt(m.m2 * cfg.inv_cols + double(cfg.eps));
+  const float hi = float(m.mean);
+  const float lo = Shift ? float(m.mean - double(hi)) : 0.f;
+  const float rs = float(rstd);
+  return {hi, rs, lo * rs};
+}
+
+/// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
+/// goes through the same operations whatever R is: grouping never changes a bit.
+template <class V, bool Gamma, bool Beta, bool Stream, std::size_t R>
+inline void layer_norm_normalize_rows(const row_norm_config& cfg, const float* const* xs,
+                                      float* const* ys, const ln_row_consts* k) {
+  constexpr std::size_t W = V::size;
   const std::size_t n = cfg.cols;
   const float* g = cfg.gamma;
   const float* b = cfg.beta;
-  for (std::size_t r = 0; r < blk.rows; ++r) {
-    const float* xr = blk.x + std::ptrdiff_t(r) * blk.x_stride;
-    float* yr = blk.y + std::ptrdiff_t(r) * blk.y_stride;
-    const row_moments m = row_moments_f32<V, Shift>(xr, n);
-    const double rstd = 1.0 / __builtin_sqrt(m.m2 * cfg.inv_cols + double(cfg.eps));
-    const float hi = float(m.mean);
-    const float lo = Shift ? float(m.mean - double(hi)) : 0.f;
-    const float rs = float(rstd);
-    const float lo_rs = lo * rs;
-    const V vhi(hi), vrs(rs), vlo_rs(lo_rs);
-    store_row<V, Stream>(
-        yr, n,
-        [&](std::size_t i) {
-          V t = fms(load<V>(xr + i) - vhi, vrs, vlo_rs);
-          if constexpr (Gamma && Beta) t = fma(t, load<V>(g + i), load<V>(b + i));
-          else if constexpr (Gamma) t = t * load<V>(g + i);
-          else if constexpr (Beta) t = t + load<V>(b + i);
-          return t;
-        },
-        [&](std::size_t i) {
-          float t = (xr[i] - hi) * rs - lo_rs;
-          if constexpr (Gamma) t = t * g[i];
-          if constexpr (Beta) t = t + b[i];
-          return t;
-        });
-    if (blk.mean) blk.mean[r] = Shift ? hi : float(m.mean);
-    if (blk.rstd) blk.rstd[r] = rs;
+  auto one = [&](std::size_t r, std::size_t i) {
+    float t = (xs[r][i] - k[r].hi) * k[r].rs - k[r].lo_rs;
+    if constexpr (Gamma) t = t * g[i];
+    if constexpr (Beta) t = t + b[i];
+    ys[r][i] = t;
+  };
+  std::size_t i = 0;
+  if constexpr (Stream) {
+    for (const std::size_t head = elements_to_stream_alignment<V>(ys[0], n); i < head; ++i)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
   }
+  V vhi[R], vrs[R], vlo[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    vhi[r] = V(k[r].hi);
+    vrs[r] = V(k[r].rs);
+    vlo[r] = V(k[r].lo_rs);
+  }
+  for (; i + W <= n; i += W) {
+    V gv, bv;
+    if constexpr (Gamma) gv = load<V>(g + i);
+    if constexpr (Beta) bv = load<V>(b + i);
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      V t = fms(load<V>(xs[r] + i) - vhi[r], vrs[r], vlo[r]);
+      if constexpr (Gamma && Beta) t = fma(t, gv, bv);
+      else if constexpr (Gamma) t = t * gv;
+      else if constexpr (Beta) t = t + bv;
+      if constexpr (Stream) store_stream<V>(ys[r] + i, t);
+      else t.store_unaligned(ys[r] + i);
+    }
+  }
+  for (; i < n; ++i)
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
+}
+
+template <class V, bool Shift, bool Gamma, bool Beta, bool Stream, std::size_t R>
+inline void layer_norm_row_group(const row_norm_config& cfg, const row_block& blk, std::size_t r0) {
+  const std::size_t n = cfg.cols;
+  const float* xs[R];
+  float* ys[R];
+  row_moments m[R];
+  ln_row_consts k[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    xs[r] = blk.x + std::ptrdiff_t(r0 + r) * blk.x_stride;
+    ys[r] = blk.y + std::ptrdiff_t(r0 + r) * blk.y_stride;
+  }
+  if (n <= kInterleaveMaxCols) {
+    rows_moments_f32<V, Shift, R>(xs, n, m);
+  } else {
+    for (std::size_t r = 0; r < R; ++r) rows_moments_f32<V, Shift, 1>(&xs[r], n, &m[r]);
+  }
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    k[r] = layer_norm_consts<Shift>(cfg, m[r]);
+    if (blk.mean) blk.mean[r0 + r] = k[r].hi;
+    if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
+  }
+  layer_norm_normalize_rows<V, Gamma, Beta, Stream, R>(cfg, xs, ys, k);
+}
+
+/// Rows of at most kShortCols elements: statistics of V::size rows at a time
+/// (rows_moments_short_f32), then normalized kRowGroup rows at a time.
+inline constexpr std::size_t kShortCols = 256;
+
+template <class V, bool Shift, bool Gamma, bool Beta, bool Stream>
+void layer_norm_short_rows(const row_norm_config& cfg, const row_block& blk, bool group) {
+  constexpr std::size_t W = V::size;
+  const std::size_t n = cfg.cols;
+  for (std::size_t r0 = 0; r0 < blk.rows; r0 += W) {
+    const std::size_t count = blk.rows - r0 < W ? blk.rows - r0 : W;
+    const float* xs[W];
+    float* ys[W];
+    for (std::size_t r = 0; r < W; ++r) {
+      const std::size_t rr = r0 + (r < count ? r : count - 1);  // pad with the last row
+      xs[r] = blk.x + std::ptrdiff_t(rr) * blk.x_stride;
+      ys[r] = blk.y + std::ptrdiff_t(rr) * blk.y_stride;
+    }
+    row_moments m[W];
+    rows_moments_short_f32<V, Shift>(xs, n, m);
+    ln_row_consts k[W];
+    for (std::size_t r = 0; r < count; ++r) {
+      k[r] = layer_norm_consts<Shift>(cfg, m[r]);
+      if (blk.mean) blk.mean[r0 + r] = k[r].hi;
+      if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
+    }
+    std::size_t r = 0;
+    if (group)
+      for (; r + kRowGroup <= count; r += kRowGroup)
+        layer_norm_normalize_rows<V, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k + r);
+    for (; r < count; ++r)
+      layer_norm_normalize_rows<V, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k + r);
+  }
+}
+
+template <class V, bool Shift, bool Gamma, bool Beta, bool Stream>
+void layer_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
+  // Grouping needs the rows of a group to share y's alignment when streaming.
+  const bool same_alignment =
+      !Stream || (std::size_t(blk.y_stride) * sizeof(float)) % stream_alignment<V>() == 0;
+  const bool group = same_alignment && cfg.cols * sizeof(float) * kRowGroup <= kGroupBytes;
+  if (cfg.cols <= kShortCols) {
+    layer_norm_short_rows<V, Shift, Gamma, Beta, Stream>(cfg, blk, group);
+    if constexpr (Stream) stream_fence();
+    return;
+  }
+  std::size_t r = 0;
+  if (group)
+    for (; r + kRowGroup <= blk.rows; r += kRowGroup)
+      layer_norm_row_group<V, Shift, Gamma, Beta, Stream, kRowGroup>(cfg, blk, r);
+  for (; r < blk.rows; ++r) layer_norm_row_group<V, Shift, Gamma, Beta, Stream, 1>(cfg, blk, r);
   if constexpr (Stream) stream_fence();
 }
 

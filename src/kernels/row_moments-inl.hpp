@@ -26,65 +26,163 @@ struct row_moments {
 
 inline constexpr std::size_t kMomentChunk = 2048;
 
-template <class V, bool Shift>
-inline row_moments row_moments_f32(const float* x, std::size_t n) {
+// Loops over the R interleaved rows must be fully unrolled so that the per-row accumulators
+// live in registers (GCC at -O2 otherwise keeps a[R][4] on the stack, adding a store-forward
+// to every accumulation).
+#ifndef SIMDNORM_UNROLL
+#if defined(__clang__)
+#define SIMDNORM_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define SIMDNORM_UNROLL _Pragma("GCC unroll 16")
+#else
+#define SIMDNORM_UNROLL
+#endif
+#endif
+
+/// Moments of R rows of length n at once. Each row goes through exactly the operations of
+/// the R = 1 case; interleaving only lets the rows' dependent scalar tails (hadd, division,
+/// merge) overlap, which is what short rows are limited by. Results are bitwise independent
+/// of R.
+template <class V, bool Shift, std::size_t R>
+inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* out) {
   constexpr std::size_t W = V::size;
-  const float p = Shift ? x[0] : 0.f;
-  const V vp(p);
-  double mean = 0.0, m2 = 0.0;
+  float p[R];
+  double mean[R], m2[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = Shift ? x[r][0] : 0.f;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
-    const float* c = x + start;
+    const double inv_len = 1.0 / double(len);
 
-    // Pass A: sum of (x - p), four independent accumulators to hide add latency.
+    // Pass A: sum of (x - p), four independent accumulators per row to hide add latency.
+    V a[R][4];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
+    std::size_t i = 0;
+    for (; i + 4 * W <= len; i += 4 * W)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const float* c = x[r] + start + i;
+        const V vp(p[r]);
+        a[r][0] += load<V>(c) - vp;
+        a[r][1] += load<V>(c + W) - vp;
+        a[r][2] += load<V>(c + 2 * W) - vp;
+        a[r][3] += load<V>(c + 3 * W) - vp;
+      }
+    for (; i + W <= len; i += W)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) a[r][0] += load<V>(x[r] + start + i) - V(p[r]);
+    float center[R];
+    double mean_rel[R];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      float s = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
+      for (std::size_t k = i; k < len; ++k) s += x[r][start + k] - p[r];
+      mean_rel[r] = double(s) * inv_len;  // relative to p
+      center[r] = p[r] + float(mean_rel[r]);
+    }
+
+    // Pass B: sum of (x - center)^2, re-read from L1.
+    V q[R][4];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) q[r][0] = q[r][1] = q[r][2] = q[r][3] = V(0.f);
+    for (i = 0; i + 4 * W <= len; i += 4 * W)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const float* c = x[r] + start + i;
+        const V vc(center[r]);
+        const V d0 = load<V>(c) - vc, d1 = load<V>(c + W) - vc;
+        const V d2 = load<V>(c + 2 * W) - vc, d3 = load<V>(c + 3 * W) - vc;
+        q[r][0] = fma(d0, d0, q[r][0]);
+        q[r][1] = fma(d1, d1, q[r][1]);
+        q[r][2] = fma(d2, d2, q[r][2]);
+        q[r][3] = fma(d3, d3, q[r][3]);
+      }
+    for (; i + W <= len; i += W)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const V d = load<V>(x[r] + start + i) - V(center[r]);
+        q[r][0] = fma(d, d, q[r][0]);
+      }
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      float qs = hadd((q[r][0] + q[r][1]) + (q[r][2] + q[r][3]));
+      for (std::size_t k = i; k < len; ++k) {
+        const float d = x[r][start + k] - center[r];
+        qs += d * d;
+      }
+      const double chunk_mean = double(p[r]) + mean_rel[r];
+      const double off = chunk_mean - double(center[r]);
+      double chunk_m2 = double(qs) - double(len) * off * off;
+      if (chunk_m2 < 0.0) chunk_m2 = 0.0;  // NaN stays NaN
+      if (start == 0) {
+        mean[r] = chunk_mean;
+        m2[r] = chunk_m2;
+      } else {  // Chan's merge of (start, mean, m2) with (len, chunk_mean, chunk_m2)
+        const double na = double(start), nb = double(len), nt = na + nb;
+        const double delta = chunk_mean - mean[r];
+        mean[r] += delta * (nb / nt);
+        m2[r] += chunk_m2 + delta * delta * (na * nb / nt);
+      }
+    }
+  }
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
+}
+
+/// Moments of exactly V::size short rows (n <= kMomentChunk) at once: each row's vector
+/// accumulators are reduced across lanes for all rows together (lane_sums, a transpose-and-add),
+/// instead of one horizontal reduction per row, so short rows are not dominated by reduction
+/// latency. The plan routes every row of such a shape through this function (groups are
+/// padded by repeating a row), so a row's bits do not depend on its position in the batch.
+template <class V, bool Shift>
+inline void rows_moments_short_f32(const float* const* x, std::size_t n, row_moments* out) {
+  constexpr std::size_t W = V::size;
+  float p[W], s[W], q[W], center[W];
+  double mean_rel[W];
+  alignas(64) V acc[W];
+  std::size_t vec_end = n - n % W;
+  for (std::size_t r = 0; r < W; ++r) {
+    p[r] = Shift ? x[r][0] : 0.f;
+    const V vp(p[r]);
     V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
     std::size_t i = 0;
-    for (; i + 4 * W <= len; i += 4 * W) {
-      a0 += load<V>(c + i) - vp;
-      a1 += load<V>(c + i + W) - vp;
-      a2 += load<V>(c + i + 2 * W) - vp;
-      a3 += load<V>(c + i + 3 * W) - vp;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      a0 += load<V>(x[r] + i) - vp;
+      a1 += load<V>(x[r] + i + W) - vp;
+      a2 += load<V>(x[r] + i + 2 * W) - vp;
+      a3 += load<V>(x[r] + i + 3 * W) - vp;
     }
-    for (; i + W <= len; i += W) a0 += load<V>(c + i) - vp;
-    float s = hadd((a0 + a1) + (a2 + a3));
-    for (; i < len; ++i) s += c[i] - p;
-    const double chunk_mean_rel = double(s) / double(len);  // relative to p
-    const float center = p + float(chunk_mean_rel);
-
-    // Pass B: sum of (x - center)^2 from L1.
-    const V vc(center);
+    for (; i + W <= n; i += W) a0 += load<V>(x[r] + i) - vp;
+    acc[r] = (a0 + a1) + (a2 + a3);
+  }
+  lane_sums(acc, s);
+  const double inv_n = 1.0 / double(n);
+  for (std::size_t r = 0; r < W; ++r) {
+    for (std::size_t k = vec_end; k < n; ++k) s[r] += x[r][k] - p[r];
+    mean_rel[r] = double(s[r]) * inv_n;
+    center[r] = p[r] + float(mean_rel[r]);
+  }
+  for (std::size_t r = 0; r < W; ++r) {
+    const V vc(center[r]);
     V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
-    for (i = 0; i + 4 * W <= len; i += 4 * W) {
-      const V d0 = load<V>(c + i) - vc, d1 = load<V>(c + i + W) - vc;
-      const V d2 = load<V>(c + i + 2 * W) - vc, d3 = load<V>(c + i + 3 * W) - vc;
+    std::size_t i = 0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      const V d0 = load<V>(x[r] + i) - vc, d1 = load<V>(x[r] + i + W) - vc;
+      const V d2 = load<V>(x[r] + i + 2 * W) - vc, d3 = load<V>(x[r] + i + 3 * W) - vc;
       q0 = fma(d0, d0, q0);
       q1 = fma(d1, d1, q1);
       q2 = fma(d2, d2, q2);
       q3 = fma(d3, d3, q3);
     }
-    for (; i + W <= len; i += W) {
-      const V d = load<V>(c + i) - vc;
+    for (; i + W <= n; i += W) {
+      const V d = load<V>(x[r] + i) - vc;
       q0 = fma(d, d, q0);
     }
-    float q = hadd((q0 + q1) + (q2 + q3));
-    for (; i < len; ++i) q += (c[i] - center) * (c[i] - center);
-
-    const double chunk_mean = double(p) + chunk_mean_rel;
-    const double off = chunk_mean - double(center);
-    double chunk_m2 = double(q) - double(len) * off * off;
-    if (!(chunk_m2 > 0.0)) chunk_m2 = chunk_m2 == chunk_m2 ? 0.0 : chunk_m2;  // keep NaN
-
-    if (start == 0) {
-      mean = chunk_mean;
-      m2 = chunk_m2;
-    } else {  // Chan's merge of (start, mean, m2) with (len, chunk_mean, chunk_m2)
-      const double na = double(start), nb = double(len), nt = na + nb;
-      const double delta = chunk_mean - mean;
-      mean += delta * (nb / nt);
-      m2 += chunk_m2 + delta * delta * (na * nb / nt);
-    }
+    acc[r] = (q0 + q1) + (q2 + q3);
   }
-  return {mean, m2};
+  lane_sums(acc, q);
+  for (std::size_t r = 0; r < W; ++r) {
+    for (std::size_t k = vec_end; k < n; ++k) {
+      const float d = x[r][k] - center[r];
+      q[r] += d * d;
+    }
+    const double mean = double(p[r]) + mean_rel[r];
+    const double off = mean - double(center[r]);
+    double m2 = double(q[r]) - double(n) * off * off;
+    if (m2 < 0.0) m2 = 0.0;  // NaN stays NaN
+    out[r] = {mean, m2};
+  }
 }
 
 /// Sum of squares of one row: float accumulators per chunk, chunks added in double.

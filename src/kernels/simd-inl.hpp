@@ -21,9 +21,34 @@ struct scalar_vector {
 inline scalar_vector fma(scalar_vector a, scalar_vector b, scalar_vector c) { return a.v * b.v + c.v; }
 inline scalar_vector fms(scalar_vector a, scalar_vector b, scalar_vector c) { return a.v * b.v - c.v; }
 inline float hadd(scalar_vector a) { return a.v; }
+/// Lane r of the result is the horizontal sum of rows[r] (xsimd::haddp's contract).
+inline scalar_vector haddp(const scalar_vector* rows) { return rows[0]; }
 
 template <class V>
 inline V load(const float* p) { return V::load_unaligned(p); }
+
+/// out[r] = horizontal sum of rows[r], for r < V::size: one transpose-and-add for all rows.
+/// xsimd 8.1's AVX-512 haddp returns the sums in a permuted lane order (rows 2-5 and 10-13
+/// swapped in pairs), so the 16-lane case folds each row to 8 lanes and uses the AVX2 haddp,
+/// which is correct.
+template <class V>
+inline void lane_sums(const V* rows, float* out) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+  if constexpr (V::size == 16) {
+    using half = xsimd::batch<float, xsimd::avx2>;
+    half lo[8], hi[8];
+    for (std::size_t r = 0; r < 8; ++r) {
+      const __m512 a = rows[r], b = rows[r + 8];
+      lo[r] = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+      hi[r] = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+    }
+    xsimd::haddp(lo).store_unaligned(out);
+    xsimd::haddp(hi).store_unaligned(out + 8);
+    return;
+  }
+#endif
+  haddp(rows).store_unaligned(out);
+}
 
 /// Bytes a streaming store of V must be aligned to.
 template <class V>

@@ -1,0 +1,165 @@
+// Peer benchmarks: the same ops, shapes, buffers and thread counts as simdnorm's own benchmarks,
+// named in parallel with them, the implementation in place of simdnorm's ISA:
+//   layer_norm/avx512bw/D:768/x_MiB:1/threads:2     (bench_rows.cpp, simdnorm)
+//   layer_norm/onednn/D:768/x_MiB:1/threads:2       (here)
+//   layer_norm/torch/D:768/x_MiB:1/threads:2        (here; torch_avx512 when ATen is forced)
+// Each is timed with bench::measure, so it carries its own in-run copy limit of the same bytes
+// at the same thread count, and its ratio.
+//
+// Interleaving. These are separate benchmarks, and the report runs them all with
+// --benchmark_repetitions=N --benchmark_enable_random_interleaving=true and takes medians over
+// the repetitions (Google Benchmark 1.7.1 shuffles every repetition of every benchmark into
+// one random order). So simdnorm and each peer of one shape are sampled at N random moments
+// spread over the whole run, and a noisy phase of the shared machine hits all of them alike,
+// with a copy limit measured next to every sample. Rotating the implementations inside one
+// benchmark function would interleave more tightly, but it would give the peers and simdnorm
+// different benchmark machinery from simdnorm's own sweep and one shared iteration count.
+//
+// Correctness first: before a peer of a shape is timed the first time, its output is compared
+// with simdnorm's on the same input; a mismatch makes the benchmark an error (with the largest
+// difference in the message), never a timing.
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "../bench_common.hpp"
+#include "peers.hpp"
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t(1) << 20;
+// The shapes of bench_rows.cpp's LayerNorm sweep.
+const std::size_t kLnCols[] = {64, 128, 768, 1024, 4096, 16384};
+const std::size_t kLnXBytes[] = {1 * kMiB, 256 * kMiB};
+// Buffer slot for simdnorm's reference output (bench::shared_buffer); 0..3 are x, y, gamma,
+// beta as in simdnorm's own benchmarks, so peers and simdnorm read and write the same memory.
+constexpr int kRefSlot = 40;
+
+/// Largest |peer - simdnorm| and whether every element is within atol + rtol * |simdnorm|
+/// (NaN or Inf where simdnorm is finite fails).
+struct diff {
+  double max_abs = 0;
+  std::size_t bad = 0, first_bad = 0;
+};
+
+diff compare(const float* got, const float* want, std::size_t n, double atol, double rtol) {
+  diff d;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = std::fabs(double(got[i]) - double(want[i]));
+    const bool ok = e <= atol + rtol * std::fabs(double(want[i]));  // false for NaN
+    if (!ok) {
+      if (d.bad++ == 0) d.first_bad = i;
+    }
+    if (!(e <= d.max_abs)) d.max_abs = std::isfinite(e) ? std::max(d.max_abs, e) : INFINITY;
+  }
+  return d;
+}
+
+// The verdict per benchmark name: the peer's output is compared once (setup runs again for every
+// repetition; the inputs are the same each time).
+struct verdict {
+  bool ok = false;
+  double max_abs = 0;
+  std::string message;
+};
+std::map<std::string, verdict>& verdicts() {
+  static std::map<std::string, verdict> v;
+  return v;
+}
+
+struct ln_case {
+  std::size_t cols, x_bytes;
+};
+
+void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, ln_case lc,
+                           int threads, const std::string& key) {
+  const std::size_t n = lc.x_bytes / sizeof(float), rows = n / lc.cols, cols = lc.cols;
+  float* x = bench::shared_buffer(n, 0);
+  float* y = bench::shared_buffer(n, 1);
+  float* g = bench::shared_buffer(cols, 2);
+  float* b = bench::shared_buffer(cols, 3);
+  bench::fill_normal(x, rows * cols, 3.0);  // as bench_rows.cpp
+  bench::fill_normal(g, cols, 1.0);
+  bench::fill_normal(b, cols, 0.0);
+
+  peers::problem p;
+  p.op = peers::op_kind::layer_norm;
+  p.lay = peers::layout::rows;
+  p.n = std::int64_t(rows);
+  p.c = std::int64_t(cols);
+  peers::io io;
+  io.x = x;
+  io.y = y;
+  io.gamma = g;
+  io.beta = b;
+  std::string info;
+  auto op = peer->make(p, io, threads, &info);
+  if (!op) {
+    state.SkipWithError(info.c_str());
+    return;
+  }
+
+  auto it = verdicts().find(key);
+  if (it == verdicts().end()) {
+    // simdnorm's output on the same input, default parameters (compensated mean, eps 1e-5).
+    float* ref = bench::shared_buffer(n, kRefSlot);
+    const auto d = simdnorm::tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)});
+    simdnorm::plan plan;
+    simdnorm::norm_args a;
+    a.x = x;
+    a.y = ref;
+    a.gamma = g;
+    a.beta = b;
+    verdict v;
+    simdnorm::status s = simdnorm::plan::layer_norm(d, d, {}, &plan);
+    if (s) s = plan.execute(a);
+    if (!s) {
+      v.message = std::string("simdnorm reference failed: ") + s.message();
+    } else {
+      op->run();
+      const diff df = compare(op->output(), ref, rows * cols, 1e-3, 1e-3);
+      v.max_abs = df.max_abs;
+      v.ok = df.bad == 0;
+      if (!v.ok)
+        v.message = "output differs from simdnorm: " + std::to_string(df.bad) +
+                    " elements beyond 1e-3 + 1e-3*|y|, max |diff| " +
+                    std::to_string(df.max_abs) + ", first at " + std::to_string(df.first_bad);
+    }
+    it = verdicts().emplace(key, v).first;
+  }
+  if (!it->second.ok) {
+    state.SkipWithError(it->second.message.c_str());
+    return;
+  }
+  bench::measure(state, threads, 2 * rows * cols * sizeof(float), x, y, rows * cols,
+                 [&] { op->run(); });
+  state.counters["rows"] = double(rows);
+  state.counters["max_diff_vs_simdnorm"] = it->second.max_abs;
+  state.SetLabel(info);
+}
+
+int max_threads() {
+  int m = 1;
+  for (int t : bench::thread_counts()) m = std::max(m, t);
+  return m;
+}
+
+}  // namespace
+
+void register_peer_benchmarks() {
+  if (peers::available().empty()) return;
+  peers::init(max_threads());
+  for (const auto& kv : peers::describe()) benchmark::AddCustomContext(kv.first, kv.second);
+  for (const peers::peer& peer : peers::available())
+    for (std::size_t xb : kLnXBytes)
+      for (std::size_t cols : kLnCols)
+        for (int t : bench::thread_counts()) {
+          const std::string name = "layer_norm/" + peer.name + "/D:" + std::to_string(cols) +
+                                   "/x_MiB:" + std::to_string(xb / kMiB) +
+                                   "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer,
+                                       ln_case{cols, xb}, t, name)
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
+}

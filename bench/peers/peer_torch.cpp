@@ -1,0 +1,159 @@
+// libtorch peer (ATen C++ API, as Debian 12 ships it: libtorch-dev 1.13, OpenMP backend).
+//   LayerNorm          at::layer_norm(x [rows, D], {D}, gamma, beta, eps)
+//   BatchNorm infer.   at::batch_norm(x, gamma, beta, running_mean, running_var, false, ...)
+//   BatchNorm training at::batch_norm(..., training = true, momentum 0.1, ...): batch
+//                      statistics, running statistics updated in place
+//   GroupNorm          at::group_norm(x, groups, gamma, beta, eps)
+// NHWC inputs are channels-last strided views of the same buffer. The functional API allocates
+// each output; run() drops the previous output first so that the allocation reuses one block.
+#include <malloc.h>
+#include <omp.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "peers.hpp"
+
+namespace peers {
+namespace {
+
+// "CPU capability usage: AVX2" from at::show_config() (get_cpu_capability() is not exported in
+// 1.13). Reads the capability ATen dispatches to in this process.
+std::string show_config_value(const std::string& key) {
+  const std::string cfg = at::show_config();
+  const auto at_key = cfg.find(key);
+  if (at_key == std::string::npos) return "";
+  const auto b = at_key + key.size();
+  const auto e = cfg.find_first_of(",\n", b);
+  return cfg.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
+std::string capability() {
+  static const std::string c = show_config_value("CPU capability usage: ");
+  return c;
+}
+
+class torch_op final : public peer_op {
+ public:
+  torch_op(const problem& p, const io& b, int threads) : p_(p), threads_(threads) {
+    set_threads();
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    auto* x = const_cast<float*>(b.x);
+    if (p.lay == layout::rows) {
+      x_ = at::from_blob(x, {p.n, p.c}, f32);
+    } else if (p.lay == layout::nchw) {
+      x_ = at::from_blob(x, {p.n, p.c, p.h, p.w}, f32);
+    } else {
+      x_ = at::from_blob(x, {p.n, p.c, p.h, p.w}, {p.h * p.w * p.c, 1, p.w * p.c, p.c}, f32);
+    }
+    const std::int64_t k = std::int64_t(p.affine_length());
+    g_ = at::from_blob(const_cast<float*>(b.gamma), {k}, f32);
+    b_ = at::from_blob(const_cast<float*>(b.beta), {k}, f32);
+    if (p.op == op_kind::batch_norm_inference) {
+      rm_ = at::from_blob(const_cast<float*>(b.mean), {k}, f32);
+      rv_ = at::from_blob(const_cast<float*>(b.var), {k}, f32);
+    } else if (p.op == op_kind::batch_norm_training) {
+      rm_ = at::zeros({k}, f32);  // updated in place, as nn.BatchNorm2d in training does
+      rv_ = at::ones({k}, f32);
+    }
+  }
+
+  void run() override {
+    set_threads();
+    c10::InferenceMode guard;
+    out_.reset();
+    switch (p_.op) {
+      case op_kind::layer_norm:
+        out_ = at::layer_norm(x_, {p_.c}, g_, b_, p_.eps, /*cudnn_enable=*/false);
+        break;
+      case op_kind::batch_norm_inference:
+        out_ = at::batch_norm(x_, g_, b_, rm_, rv_, /*training=*/false, 0.1, p_.eps, false);
+        break;
+      case op_kind::batch_norm_training:
+        out_ = at::batch_norm(x_, g_, b_, rm_, rv_, /*training=*/true, 0.1, p_.eps, false);
+        break;
+      case op_kind::group_norm:
+        out_ = at::group_norm(x_, p_.groups, g_, b_, p_.eps, false);
+        break;
+    }
+  }
+
+  const float* output() override {
+    const auto fmt = p_.lay == layout::nhwc ? at::MemoryFormat::ChannelsLast
+                                            : at::MemoryFormat::Contiguous;
+    if (!out_.is_contiguous(fmt)) out_ = out_.contiguous(fmt);
+    return out_.data_ptr<float>();
+  }
+
+ private:
+  void set_threads() {
+    // ATen applies its thread count once per thread, lazily; do it before setting ours, so that
+    // it does not override ours (and does not re-create its thread pool) later.
+    at::internal::lazy_init_num_threads();
+    if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+  }
+
+  problem p_;
+  int threads_;
+  at::Tensor x_, g_, b_, rm_, rv_, out_;
+};
+
+std::unique_ptr<peer_op> make(const problem& p, const io& b, int threads, std::string* why) {
+  try {
+    auto op = std::make_unique<torch_op>(p, b, threads);
+    *why = "ATen " + capability();  // on success: the label
+    return op;
+  } catch (const std::exception& e) {
+    *why = std::string("libtorch: ") + e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+void torch_init(int max_threads) {
+  // The functional API allocates every output. glibc would mmap (and page-fault) each output
+  // above its mmap threshold, which for the 256 MiB cases costs about as much as the kernel;
+  // keep freed memory in the heap instead, so outputs come back warm (as a caching allocator
+  // or a long-running process would have them).
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
+  // The per-thread lazy init first, then the thread count, once: every at::set_num_threads
+  // re-creates ATen's pthreadpool, whose new workers spin for tens of milliseconds.
+  at::internal::lazy_init_num_threads();
+  at::set_num_threads(max_threads);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+peer torch_peer() {
+  // The default dispatch is "torch"; with ATEN_CPU_CAPABILITY set, the capability ATen
+  // actually uses names it (torch_avx512), so both can sit in one report.
+  const char* forced = std::getenv("ATEN_CPU_CAPABILITY");
+  std::string name = "torch";
+  if (forced && *forced) {
+    std::string c = capability();
+    for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    name += "_" + (c.empty() ? std::string(forced) : c);
+  }
+  return {name, make};
+}
+
+std::vector<std::pair<std::string, std::string>> torch_describe() {
+  const char* forced = std::getenv("ATEN_CPU_CAPABILITY");
+  return {{"torch_version", show_config_value("TORCH_VERSION=")},
+          {"torch_cpu_capability", capability()},
+          {"torch_cpu_capability_forced", forced ? forced : ""},
+          {"torch_parallel_backend", at::get_parallel_info().find("OpenMP") != std::string::npos
+                                         ? "OpenMP"
+                                         : "other"},
+          {"torch_num_threads", std::to_string(at::get_num_threads())}};
+}
+
+}  // namespace peers

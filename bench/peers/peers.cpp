@@ -1,0 +1,47 @@
+// The peer registry: which peers this build has, their one-time process setup, their context.
+#include "peers.hpp"
+
+namespace peers {
+
+void init(int max_threads) {
+  static bool done = false;
+  if (done) return;
+  done = true;
+#if SIMDNORM_BENCH_WITH_ONEDNN
+  onednn_init();
+#endif
+#if SIMDNORM_BENCH_WITH_TORCH
+  torch_init(max_threads);
+#endif
+  (void)max_threads;
+}
+
+const std::vector<peer>& available() {
+  static const std::vector<peer> all = [] {
+    std::vector<peer> v;
+#if SIMDNORM_BENCH_WITH_ONEDNN
+    v.push_back(onednn_peer());
+#endif
+#if SIMDNORM_BENCH_WITH_TORCH
+    v.push_back(torch_peer());
+#endif
+    return v;
+  }();
+  return all;
+}
+
+std::vector<std::pair<std::string, std::string>> describe() {
+  std::vector<std::pair<std::string, std::string>> d;
+#if SIMDNORM_BENCH_WITH_ONEDNN
+  for (auto& kv : onednn_describe()) d.push_back(kv);
+#endif
+#if SIMDNORM_BENCH_WITH_TORCH
+  for (auto& kv : torch_describe()) d.push_back(kv);
+#endif
+  std::string names;
+  for (const peer& p : available()) names += (names.empty() ? "" : ",") + p.name;
+  d.emplace_back("peers", names.empty() ? "none" : names);
+  return d;
+}
+
+}  // namespace peers
