@@ -74,7 +74,18 @@ const copy_kernels& copies() {
 }
 
 // One contiguous block per thread (static partition), as a copy at this thread count.
-void parallel_copy(copy_fn f, const float* s, float* d, std::size_t n, int threads) {
+void parallel_copy(copy_fn f, const float* s, float* d, std::size_t n, int threads,
+                   fork_fn fork = nullptr) {
+  if (fork && threads > 1) {  // the same blocks on another runtime's threads
+    struct job { copy_fn f; const float* s; float* d; std::size_t n; int threads; } j{f, s, d, n, threads};
+    fork(threads, [](void* c, int t) {
+      const job& j = *static_cast<const job*>(c);
+      const std::size_t b = (j.n * std::size_t(t) / std::size_t(j.threads)) / 16 * 16;
+      const std::size_t e = t + 1 == j.threads ? j.n : (j.n * std::size_t(t + 1) / std::size_t(j.threads)) / 16 * 16;
+      j.f(j.s + b, j.d + b, e - b);
+    }, &j);
+    return;
+  }
 #if SIMDNORM_BENCH_WITH_TBB
   if (threads > 1) {
     oneapi::tbb::parallel_for(
@@ -164,6 +175,12 @@ void parse_flags(int* argc, char** argv) {
 
 void measure_erased(benchmark::State& state, int threads, std::size_t bytes, const float* src,
                     float* dst, std::size_t copy_floats, op_fn op, void* ctx) {
+  measure_erased_on(nullptr, state, threads, bytes, src, dst, copy_floats, op, ctx);
+}
+
+void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::size_t bytes,
+                       const float* src, float* dst, std::size_t copy_floats, op_fn op,
+                       void* ctx) {
   using clock = std::chrono::steady_clock;
   const copy_kernels& ck = copies();
   const copy_fn kinds[3] = {ck.plain, ck.nt, ck.mem};
@@ -182,7 +199,7 @@ void measure_erased(benchmark::State& state, int threads, std::size_t bytes, con
       // into the op.
       const copy_fn f = kinds[k % 3];
       const auto c0 = clock::now();
-      parallel_copy(f, src, dst, copy_floats, threads);
+      parallel_copy(f, src, dst, copy_floats, threads, fork);
       copy_t[k % 3].push_back(std::chrono::duration<double>(clock::now() - c0).count());
       ++k;
     }

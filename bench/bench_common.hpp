@@ -47,6 +47,23 @@ using op_fn = void (*)(void* ctx);
 void measure_erased(benchmark::State& state, int threads, std::size_t bytes, const float* src,
                     float* dst, std::size_t copy_floats, op_fn op, void* ctx);
 
+/// A thread runtime other than oneTBB for the interleaved copies: `fork(threads, fn, ctx)` calls
+/// fn(ctx, t) once for every t in [0, threads), concurrently, and returns when all returned.
+/// For ops that run on their own pool (the OpenMP-based peers in bench/peers/): op and copy
+/// then run on the same threads. Mixing two spinning pools on a machine with few cores makes
+/// each wait for the other's time slice (oneDNN at 2 threads on 2 cores: 0.27 instead of 60 GB/s).
+/// Same copies, partition and counters as measure(); null `fork` is measure() itself.
+using fork_fn = void (*)(int threads, void (*fn)(void* ctx, int t), void* ctx);
+void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::size_t bytes,
+                       const float* src, float* dst, std::size_t copy_floats, op_fn op, void* ctx);
+
+template <class Op>
+void measure_on(fork_fn fork, benchmark::State& state, int threads, std::size_t bytes,
+                const float* src, float* dst, std::size_t copy_floats, Op op) {
+  measure_erased_on(fork, state, threads, bytes, src, dst, copy_floats,
+                    [](void* c) { (*static_cast<Op*>(c))(); }, &op);
+}
+
 template <class Op>
 void measure(benchmark::State& state, int threads, std::size_t bytes, const float* src, float* dst,
              std::size_t copy_floats, Op op) {

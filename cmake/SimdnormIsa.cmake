@@ -6,7 +6,7 @@
 function(simdnorm_add_isa name)
   add_library(simdnorm_isa_${name} OBJECT ${PROJECT_SOURCE_DIR}/src/isa/${name}.cpp)
   target_compile_features(simdnorm_isa_${name} PRIVATE cxx_std_17)
-  target_compile_options(simdnorm_isa_${name} PRIVATE ${ARGN} -O2 -Wall -Wextra)
+  target_compile_options(simdnorm_isa_${name} PRIVATE ${ARGN} -O2 -fno-math-errno -Wall -Wextra)
   target_include_directories(simdnorm_isa_${name} PRIVATE
     ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include)
   target_link_libraries(simdnorm_isa_${name} PRIVATE simdnorm_xsimd)

@@ -131,8 +131,8 @@ void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, ln_
     state.SkipWithError(it->second.message.c_str());
     return;
   }
-  bench::measure(state, threads, 2 * rows * cols * sizeof(float), x, y, rows * cols,
-                 [&] { op->run(); });
+  bench::measure_on(peer->fork, state, threads, 2 * rows * cols * sizeof(float), x, y,
+                    rows * cols, [&] { op->run(); });
   state.counters["rows"] = double(rows);
   state.counters["max_diff_vs_simdnorm"] = it->second.max_abs;
   state.SetLabel(info);

@@ -128,7 +128,7 @@ void onednn_init() {
   dnnl::set_primitive_cache_capacity(0);
 }
 
-peer onednn_peer() { return {"onednn", make}; }
+peer onednn_peer() { return {"onednn", make, omp_fork}; }
 
 std::vector<std::pair<std::string, std::string>> onednn_describe() {
   const dnnl_version_t* v = dnnl_version();

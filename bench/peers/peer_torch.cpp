@@ -142,7 +142,7 @@ peer torch_peer() {
     for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
     name += "_" + (c.empty() ? std::string(forced) : c);
   }
-  return {name, make};
+  return {name, make, omp_fork};
 }
 
 std::vector<std::pair<std::string, std::string>> torch_describe() {

@@ -1,7 +1,23 @@
 // The peer registry: which peers this build has, their one-time process setup, their context.
 #include "peers.hpp"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 namespace peers {
+
+void omp_fork(int threads, void (*fn)(void* ctx, int t), void* ctx) {
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(threads)
+  {
+    // A smaller team than asked (never with OMP_DYNAMIC off, the default) still covers all t.
+    for (int t = omp_get_thread_num(); t < threads; t += omp_get_num_threads()) fn(ctx, t);
+  }
+#else
+  for (int t = 0; t < threads; ++t) fn(ctx, t);
+#endif
+}
 
 void init(int max_threads) {
   static bool done = false;

@@ -73,7 +73,13 @@ struct peer {
   /// A prepared op for `p` on `threads` threads, or nullptr with the reason in `*why` (op not
   /// offered by the peer, creation failed).
   std::unique_ptr<peer_op> (*make)(const problem& p, const io& b, int threads, std::string* why);
+  /// The peer's thread runtime, for the benchmark's interleaved copies (bench::measure_on):
+  /// fork(threads, fn, ctx) runs fn(ctx, t) for t in [0, threads) on that runtime's threads.
+  void (*fork)(int threads, void (*fn)(void* ctx, int t), void* ctx) = nullptr;
 };
+
+/// OpenMP's fork (one `omp parallel` region of `threads` threads), the runtime of both peers.
+void omp_fork(int threads, void (*fn)(void* ctx, int t), void* ctx);
 
 /// Once per process, before anything else: fixes the peers' thread pools for up to
 /// `max_threads` threads, disables oneDNN's primitive cache, tunes malloc so that libtorch's

@@ -55,6 +55,89 @@ struct rms_norm_params {
   store_policy stores = store_policy::automatic;
 };
 
+/// Where the channel axis of a BatchNorm, GroupNorm or InstanceNorm tensor is. The shape in the
+/// tensor_desc is given in this order; the strides may be anything the plan accepts (below).
+///   nchw: (N, C, D1..Dk), channel axis 1 (k = 0: [N, C]; k = 1, 2, 3: BatchNorm1d/2d/3d);
+///         also accepts channels-last strides (PyTorch channels_last) on that logical shape.
+///   nhwc: (N, D1..Dk, C), channel axis ndim - 1 (TensorFlow, ONNX Runtime NHWC).
+enum class channel_layout : int { nchw = 0, nhwc = 1 };
+
+/// How BatchNorm training updates the running statistics, with m = momentum:
+///   pytorch: running = (1 - m) * running + m * batch; the variance with the UNBIASED batch
+///            variance (torch.nn.BatchNorm, default m = 0.1);
+///   onnx:    running = m * running + (1 - m) * batch; the variance with the BIASED batch
+///            variance (ONNX BatchNormalization-15 training_mode, default m = 0.9).
+enum class momentum_convention : int { pytorch = 0, onnx = 1 };
+
+/// BatchNorm over channel axis 1 (nchw) or the last axis (nhwc):
+/// y = (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c], optionally then max(y, 0).
+///
+/// Inference (`training` false): mean and var are the running statistics, given here and read
+/// only while the plan is made: they are folded (in double) with gamma and beta into one scale
+/// and one shift per channel, so each element costs one FMA. A new running state needs a new
+/// plan. norm_args then carries only x and y.
+///
+/// Training (`training` true): mean and var are the batch statistics of this call (biased
+/// variance, over N and every spatial position); gamma, beta, the running statistics, the batch
+/// counter and the saved mean / inverse std go in norm_args per call (see norm_args).
+struct batch_norm_params {
+  channel_layout layout = channel_layout::nchw;
+  float eps = 1e-5f;      ///< >= 0 and not NaN
+  bool training = false;  ///< batch statistics (training-mode forward) instead of running ones
+  bool fuse_relu = false;  ///< y = max(y, 0) (NaN stays NaN)
+  store_policy stores = store_policy::automatic;
+  // Inference only (must be null in training plans):
+  const float* running_mean = nullptr;  ///< [C], required for inference
+  const float* running_var = nullptr;   ///< [C], required for inference, every value >= 0
+  const float* gamma = nullptr;         ///< [C] or null (1)
+  const float* beta = nullptr;          ///< [C] or null (0)
+  // Training only (the running-statistics update):
+  /// In [0, 1]. Weight of the batch (pytorch) or of the old value (onnx); ONNX models carry
+  /// their own `momentum` attribute, whose default is 0.9. Ignored when `cumulative`.
+  float momentum = 0.1f;
+  momentum_convention convention = momentum_convention::pytorch;
+  /// PyTorch momentum=None: a cumulative average, running = running + (batch - running) / k
+  /// with k = *norm_args::num_batches_tracked + 1 (the counter is then incremented).
+  bool cumulative = false;
+};
+
+/// GroupNorm: statistics per (n, group) over the group's C / num_groups channels and every
+/// spatial position (biased variance); y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c].
+/// gamma and beta (norm_args, optional) have C entries (torch.nn.GroupNorm, ONNX
+/// GroupNormalization-21), or num_groups entries with `per_group_affine` (the deprecated ONNX
+/// GroupNormalization-18). norm_args::mean and ::rstd (optional) receive N * num_groups floats
+/// in (n, group) order.
+struct group_norm_params {
+  int num_groups = 1;  ///< >= 1 and divides C
+  channel_layout layout = channel_layout::nchw;
+  float eps = 1e-5f;   ///< >= 0 and not NaN
+  bool per_group_affine = false;
+  store_policy stores = store_policy::automatic;
+};
+
+/// InstanceNorm: statistics per (n, c) over the spatial dims (biased variance);
+/// y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c], gamma and beta optional (norm_args,
+/// C entries). norm_args::mean and ::rstd (optional) receive N * C floats in (n, c) order.
+/// The tensor needs at least one spatial dim (ndim >= 3).
+struct instance_norm_params {
+  channel_layout layout = channel_layout::nchw;
+  float eps = 1e-5f;  ///< >= 0 and not NaN
+  store_policy stores = store_policy::automatic;
+};
+
+/// ONNX MeanVarianceNormalization: y = (x - mean) / (sqrt(var) + eps) with mean and biased
+/// variance over `axes` (eps is added to the standard deviation; ONNX fixes it at 1e-9). No
+/// affine, no outputs besides y. After dropping size-1 dims and merging neighbours, the kept and
+/// reduced dims must fall in the pattern [kept][reduced][kept][reduced] with the last reduced
+/// group (if any) innermost and dense, or the last kept group innermost and dense: this covers
+/// axes {0, 2, 3} (default), {2, 3}, {1, 2, 3}, {0}, {1}, {0, 1, 2, 3} of an NCHW tensor.
+struct mean_variance_norm_params {
+  int num_axes = 3;                    ///< 1..ndim
+  int axes[max_dims] = {0, 2, 3};      ///< distinct, each in [-ndim, ndim)
+  float eps = 1e-9f;                   ///< >= 0 and not NaN; added to sqrt(var)
+  store_policy stores = store_policy::automatic;
+};
+
 /// Pointers for one run. Shapes and strides live in the plan; these must match them.
 /// y may alias x exactly (same pointer, same strides); any other overlap is an error.
 struct norm_args {
@@ -68,6 +151,17 @@ struct norm_args {
   /// than one phase (partial statistics between phases). `run` requires it when the plan needs
   /// it; `execute` allocates it when it is null.
   void* workspace = nullptr;
+  // BatchNorm training only. For the channel ops gamma and beta above have C entries (GroupNorm
+  // per-group form: num_groups); mean and rstd receive one float per statistics group: C for
+  // BatchNorm (the batch mean and 1/sqrt(biased var + eps)), N * num_groups for GroupNorm,
+  // N * C for InstanceNorm.
+  /// [C], read and updated in place (see batch_norm_params::convention). Optional; running_var
+  /// must be given with it. Untouched when the call fails.
+  float* running_mean = nullptr;
+  float* running_var = nullptr;  ///< [C], read and updated in place, with running_mean
+  /// The number of batches seen so far; incremented by one on every successful call. Required
+  /// with batch_norm_params::cumulative when running statistics are given; optional otherwise.
+  std::int64_t* num_batches_tracked = nullptr;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.
@@ -89,6 +183,28 @@ class SIMDNORM_EXPORT plan {
   static status rms_norm(const tensor_desc& x, const tensor_desc& y,
                          const rms_norm_params& params, plan* out) noexcept;
 
+  /// Makes a BatchNorm plan (inference or training-mode forward, see batch_norm_params).
+  /// x and y have the same shape, ndim >= 2, in `params.layout` order. Accepted strides: the
+  /// dims after the channel axis dense in x and y and the dims before it mergeable into one
+  /// strided dim (padded or sliced batch), or the channel axis dense (stride 1) and all other
+  /// dims mergeable into one strided dim of rows (channels last). Training needs more than one
+  /// value per channel. On error `*out` is left unchanged.
+  static status batch_norm(const tensor_desc& x, const tensor_desc& y,
+                           const batch_norm_params& params, plan* out) noexcept;
+
+  /// Makes a GroupNorm plan; ndim >= 2 and the stride rules of `batch_norm`, where the batch
+  /// dim (axis 0) may have its own stride.
+  static status group_norm(const tensor_desc& x, const tensor_desc& y,
+                           const group_norm_params& params, plan* out) noexcept;
+
+  /// Makes an InstanceNorm plan; ndim >= 3 and the stride rules of `group_norm`.
+  static status instance_norm(const tensor_desc& x, const tensor_desc& y,
+                              const instance_norm_params& params, plan* out) noexcept;
+
+  /// Makes a MeanVarianceNormalization plan (see mean_variance_norm_params for the axes).
+  static status mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
+                                   const mean_variance_norm_params& params, plan* out) noexcept;
+
   /// True once made successfully.
   bool valid() const noexcept { return impl_ != nullptr; }
   /// The ISA whose kernels this plan runs.
@@ -99,7 +215,9 @@ class SIMDNORM_EXPORT plan {
   std::size_t num_tasks(std::size_t phase = 0) const noexcept;
   /// Bytes of `norm_args::workspace` that `run` needs (0 for single-phase plans).
   std::size_t workspace_bytes() const noexcept;
-  /// Number of rows (products of the outer dims) and the row length.
+  /// Number of rows (products of the outer dims) and the row length. For the channel ops: the
+  /// number of statistics groups (BatchNorm C, GroupNorm N * groups, InstanceNorm N * C,
+  /// MeanVarianceNormalization the product of the kept dims) and the elements in each.
   std::size_t rows() const noexcept;
   std::size_t row_length() const noexcept;
 
@@ -126,5 +244,25 @@ SIMDNORM_EXPORT status layer_norm(const tensor_desc& x, const tensor_desc& y,
 SIMDNORM_EXPORT status rms_norm(const tensor_desc& x, const tensor_desc& y,
                                 const rms_norm_params& params, const norm_args& args,
                                 executor* exec = nullptr) noexcept;
+
+/// One-shot BatchNorm: make a plan and execute it.
+SIMDNORM_EXPORT status batch_norm(const tensor_desc& x, const tensor_desc& y,
+                                  const batch_norm_params& params, const norm_args& args,
+                                  executor* exec = nullptr) noexcept;
+
+/// One-shot GroupNorm: make a plan and execute it.
+SIMDNORM_EXPORT status group_norm(const tensor_desc& x, const tensor_desc& y,
+                                  const group_norm_params& params, const norm_args& args,
+                                  executor* exec = nullptr) noexcept;
+
+/// One-shot InstanceNorm: make a plan and execute it.
+SIMDNORM_EXPORT status instance_norm(const tensor_desc& x, const tensor_desc& y,
+                                     const instance_norm_params& params, const norm_args& args,
+                                     executor* exec = nullptr) noexcept;
+
+/// One-shot MeanVarianceNormalization: make a plan and execute it.
+SIMDNORM_EXPORT status mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
+                                          const mean_variance_norm_params& params,
+                                          const norm_args& args, executor* exec = nullptr) noexcept;
 
 }  // namespace simdnorm

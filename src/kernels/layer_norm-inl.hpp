@@ -121,11 +121,17 @@ void layer_norm_short_rows(const row_norm_config& cfg, const row_block& blk, boo
       xs[r] = blk.x + std::ptrdiff_t(rr) * blk.x_stride;
       ys[r] = blk.y + std::ptrdiff_t(rr) * blk.y_stride;
     }
-    row_moments m[W];
-    rows_moments_short_f32<V, Shift>(xs, n, m);
+    // rstd = 1 / sqrt(M2 / n + eps) for all W rows in the vector lanes (float: 1.5 ulp).
+    V hi, lo, m2;
+    rows_moments_short_f32<V, Shift>(xs, n, hi, lo, m2);
+    const V rs = V(1.f) / sqrt(fma(m2, V(float(cfg.inv_cols)), V(cfg.eps)));
+    alignas(64) float his[W], rss[W], lors[W];
+    hi.store_unaligned(his);
+    rs.store_unaligned(rss);
+    (lo * rs).store_unaligned(lors);
     ln_row_consts k[W];
+    for (std::size_t r = 0; r < W; ++r) k[r] = {his[r], rss[r], lors[r]};
     for (std::size_t r = 0; r < count; ++r) {
-      k[r] = layer_norm_consts<Shift>(cfg, m[r]);
       if (blk.mean) blk.mean[r0 + r] = k[r].hi;
       if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
     }

@@ -120,18 +120,21 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
-/// Moments of exactly V::size short rows (n <= kMomentChunk) at once: each row's vector
-/// accumulators are reduced across lanes for all rows together (lane_sums, a transpose-and-add),
-/// instead of one horizontal reduction per row, so short rows are not dominated by reduction
-/// latency. The plan routes every row of such a shape through this function (groups are
-/// padded by repeating a row), so a row's bits do not depend on its position in the batch.
+/// Moments of exactly V::size short rows (n <= kMomentChunk) at once, in vector form: lane r
+/// describes row r. The rows' accumulators are reduced across lanes for all rows together
+/// (lane_sums, a transpose-and-add) and the per-row arithmetic runs in the vector lanes, so
+/// short rows are not dominated by one horizontal reduction and a scalar tail per row.
+/// Outputs: the mean as an exact float pair hi + lo (hi = p + mean_rel rounded, lo its
+/// rounding error by TwoSum; hi is also the pass-B center, so M2 needs the n * lo^2
+/// correction of the identity in the banner) and M2 in float.
+/// The plan routes every row of such a shape through this function (groups are padded by
+/// repeating a row), so a row's bits do not depend on its position in the batch.
 template <class V, bool Shift>
-inline void rows_moments_short_f32(const float* const* x, std::size_t n, row_moments* out) {
+inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, V& lo, V& m2) {
   constexpr std::size_t W = V::size;
-  float p[W], s[W], q[W], center[W];
-  double mean_rel[W];
-  alignas(64) V acc[W];
-  std::size_t vec_end = n - n % W;
+  alignas(64) float p[W], tail[W], center[W];
+  V acc[W];
+  const std::size_t vec_end = n - n % W;
   for (std::size_t r = 0; r < W; ++r) {
     p[r] = Shift ? x[r][0] : 0.f;
     const V vp(p[r]);
@@ -145,14 +148,16 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, row_mom
     }
     for (; i + W <= n; i += W) a0 += load<V>(x[r] + i) - vp;
     acc[r] = (a0 + a1) + (a2 + a3);
+    float t = 0.f;
+    for (; i < n; ++i) t += x[r][i] - p[r];
+    tail[r] = t;
   }
-  lane_sums(acc, s);
-  const double inv_n = 1.0 / double(n);
-  for (std::size_t r = 0; r < W; ++r) {
-    for (std::size_t k = vec_end; k < n; ++k) s[r] += x[r][k] - p[r];
-    mean_rel[r] = double(s[r]) * inv_n;
-    center[r] = p[r] + float(mean_rel[r]);
-  }
+  const V vn = V(float(n)), inv_n = V(1.f / float(n)), P = load<V>(p);
+  const V mean_rel = (lane_sums(acc) + load<V>(tail)) * inv_n;
+  hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly
+  const V bb = hi - P;
+  lo = (P - (hi - bb)) + (mean_rel - bb);
+  hi.store_unaligned(center);
   for (std::size_t r = 0; r < W; ++r) {
     const V vc(center[r]);
     V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
@@ -170,19 +175,13 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, row_mom
       q0 = fma(d, d, q0);
     }
     acc[r] = (q0 + q1) + (q2 + q3);
+    float t = 0.f;
+    for (; i < n; ++i) t += (x[r][i] - center[r]) * (x[r][i] - center[r]);
+    tail[r] = t;
   }
-  lane_sums(acc, q);
-  for (std::size_t r = 0; r < W; ++r) {
-    for (std::size_t k = vec_end; k < n; ++k) {
-      const float d = x[r][k] - center[r];
-      q[r] += d * d;
-    }
-    const double mean = double(p[r]) + mean_rel[r];
-    const double off = mean - double(center[r]);
-    double m2 = double(q[r]) - double(n) * off * off;
-    if (m2 < 0.0) m2 = 0.0;  // NaN stays NaN
-    out[r] = {mean, m2};
-  }
+  // sum (x - hi)^2 = M2 + n * lo^2; clamp rounding below zero (NaN stays NaN).
+  m2 = fnma(vn * lo, lo, lane_sums(acc) + load<V>(tail));
+  m2 = select(m2 < V(0.f), V(0.f), m2);
 }
 
 /// Sum of squares of one row: float accumulators per chunk, chunks added in double.

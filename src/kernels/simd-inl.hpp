@@ -2,7 +2,8 @@
 //
 // Kernels are templates on a float vector type V: xsimd::batch<float, Arch> for a SIMD ISA, or
 // scalar_vector (one lane) for the portable path. V provides ::size, a broadcast constructor,
-// load_unaligned/store_unaligned, + - * and +=; fma/fms/hadd are found by argument-dependent
+// load_unaligned/store_unaligned, + - * / < and +=; fma/fms/fnma/sqrt/select/hadd/haddp are
+// found by argument-dependent
 // lookup (xsimd's for batches, the ones below for scalar_vector).
 
 /// One-lane stand-in for xsimd::batch, so the scalar ISA runs the same kernel source.
@@ -16,10 +17,15 @@ struct scalar_vector {
   friend scalar_vector operator+(scalar_vector a, scalar_vector b) { return a.v + b.v; }
   friend scalar_vector operator-(scalar_vector a, scalar_vector b) { return a.v - b.v; }
   friend scalar_vector operator*(scalar_vector a, scalar_vector b) { return a.v * b.v; }
+  friend scalar_vector operator/(scalar_vector a, scalar_vector b) { return a.v / b.v; }
   scalar_vector& operator+=(scalar_vector b) { v += b.v; return *this; }
 };
 inline scalar_vector fma(scalar_vector a, scalar_vector b, scalar_vector c) { return a.v * b.v + c.v; }
 inline scalar_vector fms(scalar_vector a, scalar_vector b, scalar_vector c) { return a.v * b.v - c.v; }
+inline scalar_vector fnma(scalar_vector a, scalar_vector b, scalar_vector c) { return c.v - a.v * b.v; }
+inline scalar_vector sqrt(scalar_vector a) { return __builtin_sqrtf(a.v); }
+inline bool operator<(scalar_vector a, scalar_vector b) { return a.v < b.v; }
+inline scalar_vector select(bool c, scalar_vector a, scalar_vector b) { return c ? a : b; }
 inline float hadd(scalar_vector a) { return a.v; }
 /// Lane r of the result is the horizontal sum of rows[r] (xsimd::haddp's contract).
 inline scalar_vector haddp(const scalar_vector* rows) { return rows[0]; }
@@ -27,12 +33,12 @@ inline scalar_vector haddp(const scalar_vector* rows) { return rows[0]; }
 template <class V>
 inline V load(const float* p) { return V::load_unaligned(p); }
 
-/// out[r] = horizontal sum of rows[r], for r < V::size: one transpose-and-add for all rows.
-/// xsimd 8.1's AVX-512 haddp returns the sums in a permuted lane order (rows 2-5 and 10-13
-/// swapped in pairs), so the 16-lane case folds each row to 8 lanes and uses the AVX2 haddp,
-/// which is correct.
+/// Lane r of the result is the horizontal sum of rows[r], for r < V::size: one
+/// transpose-and-add for all rows. xsimd 8.1's AVX-512 haddp returns the sums in a permuted
+/// lane order (rows 2-5 and 10-13 swapped in pairs), so the 16-lane case folds each row to
+/// 8 lanes and uses the AVX2 haddp, which is correct.
 template <class V>
-inline void lane_sums(const V* rows, float* out) {
+inline V lane_sums(const V* rows) {
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
   if constexpr (V::size == 16) {
     using half = xsimd::batch<float, xsimd::avx2>;
@@ -42,12 +48,11 @@ inline void lane_sums(const V* rows, float* out) {
       lo[r] = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
       hi[r] = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
     }
-    xsimd::haddp(lo).store_unaligned(out);
-    xsimd::haddp(hi).store_unaligned(out + 8);
-    return;
+    const __m256 l = xsimd::haddp(lo), h = xsimd::haddp(hi);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(l), h, 1);
   }
 #endif
-  haddp(rows).store_unaligned(out);
+  return haddp(rows);
 }
 
 /// Bytes a streaming store of V must be aligned to.

@@ -1,0 +1,216 @@
+/* simdnorm: the C99 API. A thin layer over the C++ API (simdnorm/plan.hpp): the same plans,
+ * the same ISA selection, the same results, bit for bit.
+ *
+ *   simdnorm_tensor_desc x = ...;                        shapes and strides in elements
+ *   simdnorm_plan_t p;
+ *   if (simdnorm_plan_layer_norm(&x, &x, NULL, &p) != SIMDNORM_OK)
+ *     fprintf(stderr, "%s\n", simdnorm_last_error_message());
+ *   simdnorm_norm_args a = {0};
+ *   a.x = xs; a.y = xs;                                  in place
+ *   simdnorm_plan_execute(p, &a, NULL);                  all tasks, default executor
+ *   simdnorm_plan_destroy(p);
+ *
+ * Errors: every fallible call returns a simdnorm_status. The message naming the offending
+ * argument is kept per thread: simdnorm_last_error_message() returns the message of the most
+ * recent call on the calling thread that failed (calls that succeed leave it unchanged, as with
+ * errno). Nothing throws across this API, and no call aborts on bad input.
+ *
+ * Threads: a plan is immutable; any number of threads may run or execute it at once. The ISA
+ * functions change a process-wide setting that plans capture when they are made. */
+#ifndef SIMDNORM_SIMDNORM_H_
+#define SIMDNORM_SIMDNORM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "simdnorm/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Status ---------------------------------------------------------------------------- */
+
+/** Result of every fallible call; the values equal those of simdnorm::status_code. */
+typedef enum simdnorm_status {
+  SIMDNORM_OK = 0,
+  SIMDNORM_INVALID_ARGUMENT = 1,   /**< null pointer, bad dimension or eps, mismatched shapes */
+  SIMDNORM_UNSUPPORTED_LAYOUT = 2, /**< strides that overlap or cannot serve the normalized block */
+  SIMDNORM_SIZE_OVERFLOW = 3,      /**< element counts or extents that do not fit in 64 bits */
+  SIMDNORM_UNSUPPORTED_ISA = 4,    /**< an ISA not compiled in, or that this CPU cannot run */
+  SIMDNORM_OUT_OF_MEMORY = 5,      /**< an allocation (plan handle, workspace) failed */
+  SIMDNORM_INTERNAL_ERROR = 6      /**< an executor threw, or another condition that is a bug */
+} simdnorm_status;
+
+/** Short, stable name of a status ("ok", "invalid_argument", ...); "unknown" if out of range. */
+SIMDNORM_EXPORT const char* simdnorm_status_string(simdnorm_status s);
+
+/** Message of the most recent failed call on this thread ("" if none has failed). The pointer
+ * stays valid until the next failing call on this thread. */
+SIMDNORM_EXPORT const char* simdnorm_last_error_message(void);
+
+/* ---- ISA selection ------------------------------------------------------------------------ */
+
+/** Instruction sets; the values equal those of simdnorm::isa. */
+typedef enum simdnorm_isa {
+  SIMDNORM_ISA_SCALAR = 0,   /**< portable C++, no SIMD; always compiled */
+  SIMDNORM_ISA_SSE2 = 1,     /**< x86-64 baseline, 4 lanes */
+  SIMDNORM_ISA_SSE4_2 = 2,   /**< SSE4.2, 4 lanes */
+  SIMDNORM_ISA_AVX2_FMA = 3, /**< AVX2 + FMA3, 8 lanes */
+  SIMDNORM_ISA_AVX512BW = 4, /**< AVX-512 F+CD+DQ+BW, 16 lanes */
+  SIMDNORM_ISA_NEON64 = 5    /**< AArch64 Advanced SIMD, 4 lanes */
+} simdnorm_isa;
+
+/** The ISA's name as used by SIMDNORM_ISA ("avx2_fma"), or "unknown". */
+SIMDNORM_EXPORT const char* simdnorm_isa_name(simdnorm_isa isa);
+
+/** Parses an ISA name into *out. SIMDNORM_INVALID_ARGUMENT for null pointers or an unknown name. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_isa_from_name(const char* name, simdnorm_isa* out);
+
+/** Writes up to `capacity` compiled-in ISAs, best first, into `out` (may be NULL when capacity
+ * is 0) and returns how many this build has. */
+SIMDNORM_EXPORT size_t simdnorm_compiled_isas(simdnorm_isa* out, size_t capacity);
+
+/** 1 when `isa` is compiled in and this CPU and OS can run it, else 0. */
+SIMDNORM_EXPORT int simdnorm_cpu_supports(simdnorm_isa isa);
+
+/** The ISA the next plan will use (see simdnorm::active_isa for SIMDNORM_ISA handling). */
+SIMDNORM_EXPORT simdnorm_isa simdnorm_active_isa(void);
+
+/** Selects `isa` for plans made from now on, process-wide. SIMDNORM_UNSUPPORTED_ISA (nothing
+ * changes) when it is not compiled in or cannot run here; SIMDNORM_INVALID_ARGUMENT when the
+ * value is not a simdnorm_isa. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_force_isa(simdnorm_isa isa);
+
+/** Returns to the default selection (the best runnable ISA, ignoring SIMDNORM_ISA). */
+SIMDNORM_EXPORT void simdnorm_reset_isa(void);
+
+/* ---- Tensors, parameters, arguments --------------------------------------------------------- */
+
+#define SIMDNORM_MAX_DIMS 8
+
+/** Shape and strides of one tensor, in elements, outermost dimension first. */
+typedef struct simdnorm_tensor_desc {
+  int32_t ndim;                        /**< 1..SIMDNORM_MAX_DIMS */
+  int64_t shape[SIMDNORM_MAX_DIMS];    /**< positive */
+  int64_t strides[SIMDNORM_MAX_DIMS];  /**< non-negative, in elements */
+} simdnorm_tensor_desc;
+
+/** Fills *d with a dense row-major tensor of `ndim` dims. SIMDNORM_INVALID_ARGUMENT when d or
+ * shape is NULL or ndim is outside 1..SIMDNORM_MAX_DIMS (*d is then unchanged). */
+SIMDNORM_EXPORT simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim,
+                                                           const int64_t* shape);
+
+/** Non-temporal (streaming) stores for outputs; see simdnorm::store_policy. */
+typedef enum simdnorm_store_policy {
+  SIMDNORM_STORES_AUTOMATIC = 0, /**< streaming when x and y together exceed the last-level cache */
+  SIMDNORM_STORES_REGULAR = 1,
+  SIMDNORM_STORES_STREAMING = 2
+} simdnorm_store_policy;
+
+/** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
+typedef struct simdnorm_layer_norm_params {
+  int32_t normalized_ndim;      /**< 1..ndim; default 1 */
+  float eps;                    /**< >= 0, not NaN; default 1e-5 */
+  int32_t compensated_mean;     /**< nonzero: row mean kept as a float pair; default 1 */
+  simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
+} simdnorm_layer_norm_params;
+
+/** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
+typedef struct simdnorm_rms_norm_params {
+  int32_t normalized_ndim;      /**< 1..ndim; default 1 */
+  float eps;                    /**< >= 0, not NaN; default 1e-6 */
+  simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
+} simdnorm_rms_norm_params;
+
+/** The defaults of the C++ API (normalized_ndim 1, eps 1e-5, compensated mean, automatic). */
+SIMDNORM_EXPORT simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void);
+/** The defaults of the C++ API (normalized_ndim 1, eps 1e-6, automatic). */
+SIMDNORM_EXPORT simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void);
+
+/** Pointers for one run of a LayerNorm or RMSNorm plan (see simdnorm::norm_args). Zero-initialize
+ * it and set what you use. y may alias x exactly (in place). */
+typedef struct simdnorm_norm_args {
+  const float* x;     /**< required */
+  float* y;           /**< required */
+  const float* gamma; /**< optional scale over the normalized block */
+  const float* beta;  /**< optional shift (LayerNorm only) */
+  float* mean;        /**< optional per-row output (LayerNorm only) */
+  float* rstd;        /**< optional per-row output 1/sqrt(var + eps) (RMSNorm: 1/rms) */
+  void* workspace;    /**< simdnorm_plan_workspace_bytes() bytes, 64-byte aligned, for run() */
+} simdnorm_norm_args;
+
+/* ---- Executors: a host thread pool runs the tasks --------------------------------------------- */
+
+/** Runs tasks [begin, end) of the current phase on the calling thread. */
+typedef void (*simdnorm_task_fn)(void* ctx, size_t begin, size_t end);
+
+/** A host thread pool, in the shape of pthreadpool: `parallel_for(user, n, task, ctx)` must call
+ * `task(ctx, b, e)` over disjoint ranges that together cover [0, n), on any threads, and return
+ * only when every call has returned. The partition is the pool's choice; results do not depend
+ * on it. `concurrency` is how many threads may run tasks at once: with 1 or less the work runs
+ * on the calling thread and `parallel_for` is not called. */
+typedef struct simdnorm_executor {
+  void* user;
+  size_t concurrency;
+  void (*parallel_for)(void* user, size_t n, simdnorm_task_fn task, void* ctx);
+} simdnorm_executor;
+
+/* ---- Plans --------------------------------------------------------------------------------- */
+
+/** An opaque, immutable plan; thread-safe to run and execute concurrently. */
+typedef struct simdnorm_plan* simdnorm_plan_t;
+
+/** Makes a LayerNorm plan into *out (layout rules: simdnorm::plan::layer_norm). `params` NULL
+ * means the defaults. On error *out is set to NULL. Free it with simdnorm_plan_destroy. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x,
+                                                         const simdnorm_tensor_desc* y,
+                                                         const simdnorm_layer_norm_params* params,
+                                                         simdnorm_plan_t* out);
+
+/** Makes an RMSNorm plan into *out; the same rules as simdnorm_plan_layer_norm. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_rms_norm(const simdnorm_tensor_desc* x,
+                                                       const simdnorm_tensor_desc* y,
+                                                       const simdnorm_rms_norm_params* params,
+                                                       simdnorm_plan_t* out);
+
+/** Frees a plan. NULL is ignored. */
+SIMDNORM_EXPORT void simdnorm_plan_destroy(simdnorm_plan_t plan);
+
+/** The ISA whose kernels the plan runs (SIMDNORM_ISA_SCALAR for NULL). */
+SIMDNORM_EXPORT simdnorm_isa simdnorm_plan_isa(simdnorm_plan_t plan);
+/** Phases run one after the other; tasks within one phase are independent (0 for NULL). */
+SIMDNORM_EXPORT size_t simdnorm_plan_num_phases(simdnorm_plan_t plan);
+/** Number of independent tasks in `phase` (0 for NULL or a phase out of range). */
+SIMDNORM_EXPORT size_t simdnorm_plan_num_tasks(simdnorm_plan_t plan, size_t phase);
+/** Bytes of args.workspace that simdnorm_plan_run needs (0 for single-phase plans). */
+SIMDNORM_EXPORT size_t simdnorm_plan_workspace_bytes(simdnorm_plan_t plan);
+/** Number of rows (product of the outer dims) and the row length (0 for NULL). */
+SIMDNORM_EXPORT size_t simdnorm_plan_rows(simdnorm_plan_t plan);
+SIMDNORM_EXPORT size_t simdnorm_plan_row_length(simdnorm_plan_t plan);
+
+/** Runs tasks [begin, end) of `phase` on the calling thread: no allocation, no threads. Checks
+ * the arguments first and writes nothing on error. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const simdnorm_norm_args* args,
+                                                  size_t phase, size_t begin, size_t end);
+
+/** Runs every phase on `exec`; NULL means the library default (oneTBB in the caller's arena, or
+ * serial in a build without oneTBB). Allocates the workspace when args->workspace is NULL. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_args* args,
+                                                      const simdnorm_executor* exec);
+
+/** One-shot LayerNorm: make a plan, execute it on `exec` (NULL: default), free it. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                                    const simdnorm_layer_norm_params* params,
+                                                    const simdnorm_norm_args* args, const simdnorm_executor* exec);
+
+/** One-shot RMSNorm: make a plan, execute it on `exec` (NULL: default), free it. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                                  const simdnorm_rms_norm_params* params,
+                                                  const simdnorm_norm_args* args, const simdnorm_executor* exec);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* SIMDNORM_SIMDNORM_H_ */

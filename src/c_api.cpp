@@ -1,0 +1,298 @@
+// The C API (include/simdnorm/simdnorm.h): conversions to the C++ API and a per-thread message
+// of the last failure. Every entry point catches everything: no exception crosses extern "C".
+#include "simdnorm/simdnorm.h"
+
+#include <cstring>
+#include <new>
+
+#include "simdnorm/plan.hpp"
+
+struct simdnorm_plan {
+  simdnorm::plan p;
+};
+
+namespace {
+
+using simdnorm::status;
+using simdnorm::status_code;
+
+// The C enums mirror the C++ ones value for value, so conversions are casts.
+static_assert(int(SIMDNORM_INTERNAL_ERROR) == int(status_code::internal_error), "status codes");
+static_assert(int(SIMDNORM_ISA_NEON64) == int(simdnorm::isa::neon64), "isa values");
+static_assert(SIMDNORM_MAX_DIMS == simdnorm::max_dims, "max dims");
+static_assert(int(SIMDNORM_STORES_STREAMING) == int(simdnorm::store_policy::streaming), "stores");
+
+// Per-thread, like errno: only failures write it, so a success cannot erase a message that the
+// caller has not read yet, and the hot path (run) pays nothing for it.
+thread_local char t_last_error[200] = "";
+
+simdnorm_status record(const status& s) noexcept {
+  if (!s.ok()) {
+    std::strncpy(t_last_error, s.message(), sizeof t_last_error - 1);
+    t_last_error[sizeof t_last_error - 1] = '\0';
+  }
+  return simdnorm_status(s.code());
+}
+
+simdnorm_status fail(status_code code, const char* what) noexcept {
+  return record(status::error(code, "%s", what));
+}
+
+// Runs `body` (which returns a status) and turns any exception into internal_error.
+template <class F>
+simdnorm_status guarded(const char* fn, F&& body) noexcept {
+  try {
+    return record(body());
+  } catch (const std::bad_alloc&) {
+    return record(status::error(status_code::out_of_memory, "%s: out of memory", fn));
+  } catch (...) {
+    return record(status::error(status_code::internal_error, "%s: unexpected exception", fn));
+  }
+}
+
+bool valid_isa(simdnorm_isa i) noexcept {
+  return int(i) >= int(SIMDNORM_ISA_SCALAR) && int(i) <= int(SIMDNORM_ISA_NEON64);
+}
+
+status to_desc(const simdnorm_tensor_desc* in, const char* name, simdnorm::tensor_desc* out) noexcept {
+  if (in == nullptr) return status::error(status_code::invalid_argument, "%s is null", name);
+  if (in->ndim < 1 || in->ndim > SIMDNORM_MAX_DIMS)
+    return status::error(status_code::invalid_argument, "%s.ndim=%d: must be in [1, %d]", name,
+                         int(in->ndim), SIMDNORM_MAX_DIMS);
+  out->ndim = int(in->ndim);
+  for (int i = 0; i < out->ndim; ++i) {
+    out->shape[i] = in->shape[i];
+    out->strides[i] = in->strides[i];
+  }
+  return {};
+}
+
+simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
+  simdnorm::norm_args n;
+  n.x = a.x;
+  n.y = a.y;
+  n.gamma = a.gamma;
+  n.beta = a.beta;
+  n.mean = a.mean;
+  n.rstd = a.rstd;
+  n.workspace = a.workspace;
+  return n;
+}
+
+simdnorm::layer_norm_params to_params(const simdnorm_layer_norm_params* p) noexcept {
+  simdnorm::layer_norm_params q;
+  if (p) {
+    q.normalized_ndim = p->normalized_ndim;
+    q.eps = p->eps;
+    q.compensated_mean = p->compensated_mean != 0;
+    q.stores = simdnorm::store_policy(p->stores);
+  }
+  return q;
+}
+
+simdnorm::rms_norm_params to_params(const simdnorm_rms_norm_params* p) noexcept {
+  simdnorm::rms_norm_params q;
+  if (p) {
+    q.normalized_ndim = p->normalized_ndim;
+    q.eps = p->eps;
+    q.stores = simdnorm::store_policy(p->stores);
+  }
+  return q;
+}
+
+status check_stores(simdnorm_store_policy s) noexcept {
+  if (int(s) < 0 || int(s) > int(SIMDNORM_STORES_STREAMING))
+    return status::error(status_code::invalid_argument, "params.stores=%d: not a store policy", int(s));
+  return {};
+}
+
+// A host pool given as C callbacks, seen by the C++ plan as an executor.
+class c_executor final : public simdnorm::executor {
+ public:
+  explicit c_executor(const simdnorm_executor& e) noexcept : e_(e) {}
+  std::size_t concurrency() const noexcept override { return e_.concurrency; }
+  void parallel_for(std::size_t n, task_fn task, void* ctx) override {
+    e_.parallel_for(e_.user, n, task, ctx);
+  }
+
+ private:
+  const simdnorm_executor& e_;
+};
+
+status check_executor(const simdnorm_executor* e) noexcept {
+  if (e != nullptr && e->concurrency > 1 && e->parallel_for == nullptr)
+    return status::error(status_code::invalid_argument,
+                         "exec->parallel_for is null but exec->concurrency=%zu", e->concurrency);
+  return {};
+}
+
+status execute(const simdnorm::plan& p, const simdnorm_norm_args* args, const simdnorm_executor* exec) {
+  if (args == nullptr) return status::error(status_code::invalid_argument, "args is null");
+  status s = check_executor(exec);
+  if (!s) return s;
+  if (exec == nullptr) return p.execute(to_args(*args), nullptr);
+  c_executor e(*exec);
+  return p.execute(to_args(*args), &e);
+}
+
+// Plan creation shared by the ops and their one-shot forms: convert the C arguments, make.
+template <class Params, class Make>
+status make_plan(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, const Params* params,
+                 Make make, simdnorm::plan* p) noexcept {
+  simdnorm::tensor_desc xd, yd;
+  status s = to_desc(x, "x", &xd);
+  if (s) s = to_desc(y, "y", &yd);
+  if (s && params) s = check_stores(params->stores);
+  if (!s) return s;
+  return make(xd, yd, to_params(params), p);
+}
+
+template <class Params, class Make>
+simdnorm_status new_plan(const char* fn, const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                         const Params* params, simdnorm_plan_t* out, Make make) noexcept {
+  if (out == nullptr) return record(status::error(status_code::invalid_argument, "%s: out is null", fn));
+  *out = nullptr;
+  return guarded(fn, [&]() -> status {
+    simdnorm::plan p;
+    status s = make_plan(x, y, params, make, &p);
+    if (!s) return s;
+    *out = new (std::nothrow) simdnorm_plan{p};
+    if (*out == nullptr) return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", fn);
+    return {};
+  });
+}
+
+template <class Params, class Make>
+simdnorm_status one_shot(const char* fn, const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                         const Params* params, const simdnorm_norm_args* args,
+                         const simdnorm_executor* exec, Make make) noexcept {
+  return guarded(fn, [&]() -> status {
+    simdnorm::plan p;
+    status s = make_plan(x, y, params, make, &p);
+    return s ? execute(p, args, exec) : s;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* simdnorm_status_string(simdnorm_status s) {
+  return simdnorm::to_string(status_code(s));
+}
+
+const char* simdnorm_last_error_message(void) { return t_last_error; }
+
+const char* simdnorm_isa_name(simdnorm_isa isa) {
+  return valid_isa(isa) ? simdnorm::isa_name(simdnorm::isa(isa)) : "unknown";
+}
+
+simdnorm_status simdnorm_isa_from_name(const char* name, simdnorm_isa* out) {
+  if (name == nullptr || out == nullptr)
+    return fail(status_code::invalid_argument, "simdnorm_isa_from_name: null argument");
+  simdnorm::isa i;
+  if (!simdnorm::isa_from_name(name, &i))
+    return record(status::error(status_code::invalid_argument, "'%.40s' is not an ISA name", name));
+  *out = simdnorm_isa(i);
+  return SIMDNORM_OK;
+}
+
+size_t simdnorm_compiled_isas(simdnorm_isa* out, size_t capacity) {
+  std::size_t n = 0;
+  const simdnorm::isa* all = simdnorm::compiled_isas(&n);
+  for (std::size_t i = 0; out != nullptr && i < n && i < capacity; ++i) out[i] = simdnorm_isa(all[i]);
+  return n;
+}
+
+int simdnorm_cpu_supports(simdnorm_isa isa) {
+  return valid_isa(isa) && simdnorm::cpu_supports(simdnorm::isa(isa)) ? 1 : 0;
+}
+
+simdnorm_isa simdnorm_active_isa(void) { return simdnorm_isa(simdnorm::active_isa()); }
+
+simdnorm_status simdnorm_force_isa(simdnorm_isa isa) {
+  if (!valid_isa(isa))
+    return record(status::error(status_code::invalid_argument, "simdnorm_force_isa(%d): not an ISA", int(isa)));
+  return record(simdnorm::force_isa(simdnorm::isa(isa)));
+}
+
+void simdnorm_reset_isa(void) { simdnorm::reset_isa(); }
+
+simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim, const int64_t* shape) {
+  if (d == nullptr || shape == nullptr)
+    return fail(status_code::invalid_argument, "simdnorm_tensor_contiguous: null argument");
+  if (ndim < 1 || ndim > SIMDNORM_MAX_DIMS)
+    return record(status::error(status_code::invalid_argument,
+                                "simdnorm_tensor_contiguous: ndim=%d must be in [1, %d]", int(ndim),
+                                SIMDNORM_MAX_DIMS));
+  simdnorm_tensor_desc t{};
+  t.ndim = ndim;
+  std::int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = s;
+    s *= shape[i];  // overflow or bad dims are reported when a plan is made from it
+  }
+  *d = t;
+  return SIMDNORM_OK;
+}
+
+simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void) {
+  const simdnorm::layer_norm_params d;
+  return {d.normalized_ndim, d.eps, d.compensated_mean ? 1 : 0, simdnorm_store_policy(d.stores)};
+}
+
+simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
+  const simdnorm::rms_norm_params d;
+  return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores)};
+}
+
+simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                         const simdnorm_layer_norm_params* params, simdnorm_plan_t* out) {
+  return new_plan("simdnorm_plan_layer_norm", x, y, params, out, &simdnorm::plan::layer_norm);
+}
+
+simdnorm_status simdnorm_plan_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                       const simdnorm_rms_norm_params* params, simdnorm_plan_t* out) {
+  return new_plan("simdnorm_plan_rms_norm", x, y, params, out, &simdnorm::plan::rms_norm);
+}
+
+void simdnorm_plan_destroy(simdnorm_plan_t plan) { delete plan; }
+
+simdnorm_isa simdnorm_plan_isa(simdnorm_plan_t plan) {
+  return plan ? simdnorm_isa(plan->p.kernel_isa()) : SIMDNORM_ISA_SCALAR;
+}
+size_t simdnorm_plan_num_phases(simdnorm_plan_t plan) { return plan ? plan->p.num_phases() : 0; }
+size_t simdnorm_plan_num_tasks(simdnorm_plan_t plan, size_t phase) {
+  return plan ? plan->p.num_tasks(phase) : 0;
+}
+size_t simdnorm_plan_workspace_bytes(simdnorm_plan_t plan) { return plan ? plan->p.workspace_bytes() : 0; }
+size_t simdnorm_plan_rows(simdnorm_plan_t plan) { return plan ? plan->p.rows() : 0; }
+size_t simdnorm_plan_row_length(simdnorm_plan_t plan) { return plan ? plan->p.row_length() : 0; }
+
+simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const simdnorm_norm_args* args, size_t phase,
+                                  size_t begin, size_t end) {
+  if (plan == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_run: plan is null");
+  if (args == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_run: args is null");
+  return record(plan->p.run(to_args(*args), phase, begin, end));
+}
+
+simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_args* args,
+                                      const simdnorm_executor* exec) {
+  if (plan == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_execute: plan is null");
+  return guarded("simdnorm_plan_execute", [&] { return execute(plan->p, args, exec); });
+}
+
+simdnorm_status simdnorm_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                    const simdnorm_layer_norm_params* params,
+                                    const simdnorm_norm_args* args, const simdnorm_executor* exec) {
+  return one_shot("simdnorm_layer_norm", x, y, params, args, exec, &simdnorm::plan::layer_norm);
+}
+
+simdnorm_status simdnorm_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                  const simdnorm_rms_norm_params* params, const simdnorm_norm_args* args,
+                                  const simdnorm_executor* exec) {
+  return one_shot("simdnorm_rms_norm", x, y, params, args, exec, &simdnorm::plan::rms_norm);
+}
+
+}  // extern "C"
