@@ -37,11 +37,43 @@ inline ln_row_consts layer_norm_consts(const row_norm_config& cfg, const row_mom
   return {hi, rs, lo * rs};
 }
 
+/// Streams the next rows through the cache one vector per step. In the streaming (beyond-LLC)
+/// case the normalize pass reads only cached data and writes around the cache, so without
+/// this the DRAM read stream would pause for the whole pass; stepping it from the normalize
+/// loop keeps reads of the next rows in flight meanwhile.
+struct row_prefetcher {
+  const float* row = nullptr;
+  std::ptrdiff_t stride = 0;
+  std::size_t rows_left = 0, n = 0, i = 0;
+  void step(std::size_t w) {
+    if (rows_left == 0) return;
+    __builtin_prefetch(row + i);
+    i += w;
+    if (i >= n) {
+      i = 0;
+      row += stride;
+      --rows_left;
+    }
+  }
+};
+
+inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::size_t count,
+                                std::size_t n) {
+  row_prefetcher p;
+  if (first >= blk.rows) return p;
+  p.row = blk.x + std::ptrdiff_t(first) * blk.x_stride;
+  p.stride = blk.x_stride;
+  p.rows_left = blk.rows - first < count ? blk.rows - first : count;
+  p.n = n;
+  return p;
+}
+
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
 /// goes through the same operations whatever R is: grouping never changes a bit.
 template <class V, bool Gamma, bool Beta, bool Stream, std::size_t R>
 inline void layer_norm_normalize_rows(const row_norm_config& cfg, const float* const* xs,
-                                      float* const* ys, const ln_row_consts* k) {
+                                      float* const* ys, const ln_row_consts* k,
+                                      row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   const std::size_t n = cfg.cols;
   const float* g = cfg.gamma;
@@ -72,8 +104,12 @@ inline void layer_norm_normalize_rows(const row_norm_config& cfg, const float* c
       if constexpr (Gamma && Beta) t = fma(t, gv, bv);
       else if constexpr (Gamma) t = t * gv;
       else if constexpr (Beta) t = t + bv;
-      if constexpr (Stream) store_stream<V>(ys[r] + i, t);
-      else t.store_unaligned(ys[r] + i);
+      if constexpr (Stream) {
+        store_stream<V>(ys[r] + i, t);
+        pf.step(W);
+      } else {
+        t.store_unaligned(ys[r] + i);
+      }
     }
   }
   for (; i < n; ++i)
@@ -101,7 +137,8 @@ inline void layer_norm_row_group(const row_norm_config& cfg, const row_block& bl
     if (blk.mean) blk.mean[r0 + r] = k[r].hi;
     if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
   }
-  layer_norm_normalize_rows<V, Gamma, Beta, Stream, R>(cfg, xs, ys, k);
+  row_prefetcher pf = Stream ? next_rows(blk, r0 + R, R, n) : row_prefetcher{};
+  layer_norm_normalize_rows<V, Gamma, Beta, Stream, R>(cfg, xs, ys, k, pf);
 }
 
 /// Rows of at most kShortCols elements: statistics of V::size rows at a time
@@ -135,12 +172,13 @@ void layer_norm_short_rows(const row_norm_config& cfg, const row_block& blk, boo
       if (blk.mean) blk.mean[r0 + r] = k[r].hi;
       if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
     }
+    row_prefetcher pf = Stream ? next_rows(blk, r0 + 2 * W, W, n) : row_prefetcher{};
     std::size_t r = 0;
     if (group)
       for (; r + kRowGroup <= count; r += kRowGroup)
-        layer_norm_normalize_rows<V, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k + r);
+        layer_norm_normalize_rows<V, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k + r, pf);
     for (; r < count; ++r)
-      layer_norm_normalize_rows<V, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k + r);
+      layer_norm_normalize_rows<V, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k + r, pf);
   }
 }
 
