@@ -32,11 +32,62 @@ struct row_block {
 
 using row_norm_fn = void (*)(const row_norm_config& cfg, const row_block& block);
 
+/// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).
+struct moments_f64 {
+  double mean = 0.0;
+  double m2 = 0.0;
+};
+
+/// The channel ops' normalize pass over a grid of planes (channel_affine-inl.hpp):
+/// plane (o, i) holds `len` dense floats at x + o * x_outer + i * x_inner (y likewise) and
+/// y = (x - center[k]) * scale[k] + shift[k], k = o * p_outer + i * p_inner; center may be
+/// null (y = x * scale + shift); `relu` then applies max(0, y).
+struct plane_affine_job {
+  const float* x = nullptr;
+  float* y = nullptr;
+  std::ptrdiff_t x_outer = 0, x_inner = 0, y_outer = 0, y_inner = 0;
+  std::size_t outer = 1, inner = 1, len = 0;
+  const float* center = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  std::ptrdiff_t p_outer = 0, p_inner = 0;
+  bool relu = false;
+  bool stream = false;  ///< non-temporal stores for y
+};
+
+/// The normalize pass over rows of `cols` dense channels, row r at x + r * x_stride:
+/// y[r][c] = (x[r][c] - center[c]) * scale[c] + shift[c] (center may be null), then `relu`.
+struct row_affine_job {
+  const float* x = nullptr;
+  float* y = nullptr;
+  std::ptrdiff_t x_stride = 0, y_stride = 0;
+  std::size_t rows = 0, cols = 0;
+  const float* center = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  bool relu = false;
+  bool stream = false;
+};
+
+/// Moments of `count` segments of `len` dense floats, segment k at x + k * stride, taken in
+/// order as one row (channel_moments-inl.hpp).
+using segment_moments_fn = moments_f64 (*)(const float* x, std::ptrdiff_t stride,
+                                           std::size_t count, std::size_t len);
+/// out[c] = moments of column c over `rows` rows of `cols` dense floats, row r at x + r * stride.
+using column_moments_fn = void (*)(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
+                                   std::size_t cols, moments_f64* out);
+using plane_affine_fn = void (*)(const plane_affine_job& job);
+using row_affine_fn = void (*)(const row_affine_job& job);
+
 /// One ISA's kernels. Every member is set for every ISA.
 struct kernel_table {
   isa id;
   row_norm_fn layer_norm_rows;
   row_norm_fn rms_norm_rows;
+  segment_moments_fn segment_moments;  // channel ops (channel_norm_plan.cpp)
+  column_moments_fn column_moments;
+  plane_affine_fn plane_affine;
+  row_affine_fn row_affine;
 };
 
 #define SIMDNORM_DECLARE_TABLE(name) \

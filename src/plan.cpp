@@ -16,11 +16,12 @@ status check_tensor(const tensor_desc& t, const char* name) noexcept {
   if (t.ndim < 1 || t.ndim > max_dims)
     return status::error(status_code::invalid_argument, "%s.ndim=%d: must be in [1, %d]", name,
                          t.ndim, max_dims);
-  std::int64_t numel = 1, last = 0;
-  for (int i = 0; i < t.ndim; ++i) {
+  for (int i = 0; i < t.ndim; ++i)
     if (t.shape[i] <= 0)
       return status::error(status_code::invalid_argument, "%s.shape[%d]=%lld: must be positive",
                            name, i, static_cast<long long>(t.shape[i]));
+  std::int64_t numel = 1, last = 0;
+  for (int i = 0; i < t.ndim; ++i) {
     if (t.strides[i] < 0)
       return status::error(status_code::unsupported_layout,
                            "%s.strides[%d]=%lld: negative strides are not supported", name, i,
@@ -106,6 +107,23 @@ status check_eps(float eps) noexcept {
     return status::error(status_code::invalid_argument, "eps=%g: must be >= 0 and not NaN",
                          double(eps));
   return {};
+}
+
+bool elements_disjoint(const tensor_desc& t) noexcept {
+  int order[max_dims];
+  for (int i = 0; i < t.ndim; ++i) {  // insertion sort by stride; ndim <= max_dims
+    int j = i;
+    for (; j > 0 && t.strides[order[j - 1]] > t.strides[i]; --j) order[j] = order[j - 1];
+    order[j] = i;
+  }
+  std::int64_t covered = 1;  // extent of one element
+  for (int k = 0; k < t.ndim; ++k) {
+    const int d = order[k];
+    if (t.shape[d] == 1) continue;
+    if (t.strides[d] < covered) return false;
+    covered = t.strides[d] * (t.shape[d] - 1) + covered;
+  }
+  return true;
 }
 
 }  // namespace detail

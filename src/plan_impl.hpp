@@ -58,4 +58,8 @@ bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_
 /// Checks eps: finite-or-infinite, non-negative, not NaN.
 status check_eps(float eps) noexcept;
 
+/// True when no two index tuples of `t` address the same element. Sufficient test: with the
+/// dims sorted by stride, each one steps past everything the smaller ones cover.
+bool elements_disjoint(const tensor_desc& t) noexcept;
+
 }  // namespace simdnorm::detail

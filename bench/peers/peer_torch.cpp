@@ -5,19 +5,24 @@
 //                      statistics, running statistics updated in place
 //   GroupNorm          at::group_norm(x, groups, gamma, beta, eps)
 // NHWC inputs are channels-last strided views of the same buffer. The functional API allocates
-// each output; run() drops the previous output first so that the allocation reuses one block.
-#include <malloc.h>
+// each output; run() drops the previous output first, and large blocks come from a caching
+// allocator (below), so the output memory is warm, as it would be in a tuned deployment.
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "peers.hpp"
 
@@ -39,6 +44,62 @@ std::string capability() {
   static const std::string c = show_config_value("CPU capability usage: ");
   return c;
 }
+
+// libtorch allocates every output through its CPU allocator, which is glibc's posix_memalign.
+// glibc maps each 256 MiB output afresh and page-faults it on every call (about as long as the
+// kernel itself); with mmap off it does not reuse the freed block either (the aligned request
+// is larger than the freed chunk), so the heap grows and each call touches new memory.
+// A user who cares runs jemalloc or tcmalloc, which hand the same warm block back. This
+// allocator does that through libtorch's own hook (c10::SetCPUAllocator): blocks of 1 MiB and
+// more are kept by size after they are freed and reused, 2 MiB-aligned with transparent huge
+// pages as simdnorm's benchmark buffers are; smaller ones go to the default allocator.
+// It favours libtorch: allocation stays in its numbers, page faults do not.
+class caching_cpu_allocator final : public c10::Allocator {
+ public:
+  explicit caching_cpu_allocator(c10::Allocator* fallback) : fallback_(fallback) {}
+
+  c10::DataPtr allocate(size_t n) const override {
+    if (n < kMin) return fallback_->allocate(n);
+    const std::size_t bytes = (n + kAlign - 1) / kAlign * kAlign;
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(pool().mu);
+      auto it = pool().free.find(bytes);
+      if (it != pool().free.end()) {
+        p = it->second;
+        pool().free.erase(it);
+      }
+    }
+    if (!p) {
+      p = std::aligned_alloc(kAlign, bytes);
+      if (!p) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+      madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+      std::lock_guard<std::mutex> lock(pool().mu);
+      pool().size[p] = bytes;
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+ private:
+  static constexpr std::size_t kMin = std::size_t(1) << 20, kAlign = std::size_t(2) << 20;
+  struct pool_t {
+    std::mutex mu;
+    std::unordered_map<void*, std::size_t> size;
+    std::multimap<std::size_t, void*> free;
+  };
+  static pool_t& pool() {
+    static pool_t* p = new pool_t;  // outlives every tensor
+    return *p;
+  }
+  static void release(void* p) {
+    std::lock_guard<std::mutex> lock(pool().mu);
+    pool().free.emplace(pool().size.at(p), p);
+  }
+  c10::Allocator* fallback_;
+};
 
 class torch_op final : public peer_op {
  public:
@@ -119,12 +180,8 @@ std::unique_ptr<peer_op> make(const problem& p, const io& b, int threads, std::s
 }  // namespace
 
 void torch_init(int max_threads) {
-  // The functional API allocates every output. glibc would mmap (and page-fault) each output
-  // above its mmap threshold, which for the 256 MiB cases costs about as much as the kernel;
-  // keep freed memory in the heap instead, so outputs come back warm (as a caching allocator
-  // or a long-running process would have them).
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, -1);
+  static caching_cpu_allocator alloc(c10::GetDefaultCPUAllocator());
+  c10::SetCPUAllocator(&alloc, /*priority=*/1);
   // The per-thread lazy init first, then the thread count, once: every at::set_num_threads
   // re-creates ATen's pthreadpool, whose new workers spin for tens of milliseconds.
   at::internal::lazy_init_num_threads();

@@ -82,8 +82,8 @@ struct peer {
 void omp_fork(int threads, void (*fn)(void* ctx, int t), void* ctx);
 
 /// Once per process, before anything else: fixes the peers' thread pools for up to
-/// `max_threads` threads, disables oneDNN's primitive cache, tunes malloc so that libtorch's
-/// large outputs come back warm (see peer_torch.cpp).
+/// `max_threads` threads, disables oneDNN's primitive cache, gives libtorch a caching CPU
+/// allocator so that its large outputs come back warm (see peer_torch.cpp).
 void init(int max_threads);
 
 /// The peers compiled into this build (empty without oneDNN and libtorch).

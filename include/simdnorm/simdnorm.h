@@ -82,7 +82,8 @@ SIMDNORM_EXPORT simdnorm_isa simdnorm_active_isa(void);
  * value is not a simdnorm_isa. */
 SIMDNORM_EXPORT simdnorm_status simdnorm_force_isa(simdnorm_isa isa);
 
-/** Returns to the default selection (the best runnable ISA, ignoring SIMDNORM_ISA). */
+/** Undoes simdnorm_force_isa: back to the default selection (SIMDNORM_ISA if set, else the
+ * best runnable ISA). */
 SIMDNORM_EXPORT void simdnorm_reset_isa(void);
 
 /* ---- Tensors, parameters, arguments --------------------------------------------------------- */

@@ -1,0 +1,395 @@
+/* The C API, compiled as C99: every function, its error paths, and a host thread pool (pthreads)
+ * driving plan tasks through simdnorm_executor. Results must equal the C++ path bit for bit
+ * whatever runs the tasks, and a float64 reference within 1e-4. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "simdnorm/simdnorm.h"
+
+static int g_failures = 0;
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                       \
+    }                                                                     \
+  } while (0)
+/* A call that must fail with `code` and leave a message that mentions `word`. */
+#define CHECK_FAILS(call, code, word)                                             \
+  do {                                                                            \
+    simdnorm_status s_ = (call);                                                  \
+    CHECK(s_ == (code));                                                          \
+    if (strstr(simdnorm_last_error_message(), (word)) == NULL) {                  \
+      fprintf(stderr, "%s:%d: message '%s' lacks '%s'\n", __FILE__, __LINE__,    \
+              simdnorm_last_error_message(), (word));                             \
+      ++g_failures;                                                               \
+    }                                                                             \
+  } while (0)
+
+/* ---- A host pool: one pthread per chunk, the shape of an engine's pool --------------------- */
+
+typedef struct host_pool {
+  size_t threads;
+  size_t calls;         /* parallel_for calls */
+  unsigned char* seen;  /* per task: how many times it ran (must end at exactly 1) */
+  size_t seen_size;
+} host_pool;
+
+typedef struct chunk {
+  simdnorm_task_fn task;
+  void* ctx;
+  size_t begin, end;
+  host_pool* pool;
+} chunk;
+
+static void* run_chunk(void* p) {
+  chunk* c = (chunk*)p;
+  size_t i;
+  for (i = c->begin; i < c->end && i < c->pool->seen_size; ++i) c->pool->seen[i]++;  /* disjoint */
+  c->task(c->ctx, c->begin, c->end);
+  return NULL;
+}
+
+static void pool_parallel_for(void* user, size_t n, simdnorm_task_fn task, void* ctx) {
+  host_pool* pool = (host_pool*)user;
+  pthread_t tid[16];
+  chunk chunks[16];
+  size_t k, used = 0;
+  pool->calls++;
+  for (k = 0; k < pool->threads && k < 16; ++k) {
+    chunks[k].task = task;
+    chunks[k].ctx = ctx;
+    chunks[k].begin = n * k / pool->threads;
+    chunks[k].end = n * (k + 1) / pool->threads;
+    chunks[k].pool = pool;
+    if (chunks[k].begin == chunks[k].end) continue;
+    if (pthread_create(&tid[used], NULL, run_chunk, &chunks[k]) != 0) {
+      run_chunk(&chunks[k]);  /* no thread: run it here, the contract still holds */
+      continue;
+    }
+    ++used;
+  }
+  for (k = 0; k < used; ++k) pthread_join(tid[k], NULL);
+}
+
+/* ---- Helpers ------------------------------------------------------------------------------ */
+
+static void fill(float* p, size_t n, unsigned seed, float offset) {
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    p[i] = offset + (float)((double)(seed >> 8) / 16777216.0 * 4.0 - 2.0);
+  }
+}
+
+static simdnorm_tensor_desc matrix(size_t rows, size_t cols) {
+  simdnorm_tensor_desc d;
+  int64_t shape[2];
+  shape[0] = (int64_t)rows;
+  shape[1] = (int64_t)cols;
+  CHECK(simdnorm_tensor_contiguous(&d, 2, shape) == SIMDNORM_OK);
+  return d;
+}
+
+static double max_layer_norm_error(const float* x, const float* y, const float* g, const float* b,
+                                   size_t rows, size_t cols, double eps) {
+  double worst = 0;
+  size_t r, i;
+  for (r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    double mean = 0, var = 0, rstd;
+    for (i = 0; i < cols; ++i) mean += xr[i];
+    mean /= (double)cols;
+    for (i = 0; i < cols; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    rstd = 1.0 / sqrt(var / (double)cols + eps);
+    for (i = 0; i < cols; ++i) {
+      const double want = (xr[i] - mean) * rstd * (g ? g[i] : 1.0) + (b ? b[i] : 0.0);
+      const double err = fabs(want - y[r * cols + i]);
+      if (!(err <= worst)) worst = err;  /* NaN-propagating max */
+    }
+  }
+  return worst;
+}
+
+/* ---- Tests -------------------------------------------------------------------------------- */
+
+static void test_status(void) {
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_OK), "ok") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_INVALID_ARGUMENT), "invalid_argument") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_UNSUPPORTED_LAYOUT), "unsupported_layout") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_SIZE_OVERFLOW), "size_overflow") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_UNSUPPORTED_ISA), "unsupported_isa") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_OUT_OF_MEMORY), "out_of_memory") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_INTERNAL_ERROR), "internal_error") == 0);
+  CHECK(strcmp(simdnorm_status_string((simdnorm_status)42), "unknown") == 0);
+}
+
+static void* read_last_error(void* out) {
+  *(const char**)out = simdnorm_last_error_message();
+  return NULL;
+}
+
+static void test_last_error_is_per_thread(void) {
+  pthread_t t;
+  const char* other = NULL;
+  simdnorm_isa isa;
+  CHECK_FAILS(simdnorm_isa_from_name("no_such_isa", &isa), SIMDNORM_INVALID_ARGUMENT, "no_such_isa");
+  CHECK(simdnorm_isa_from_name("scalar", &isa) == SIMDNORM_OK);  /* success keeps the message */
+  CHECK(strstr(simdnorm_last_error_message(), "no_such_isa") != NULL);
+  CHECK(pthread_create(&t, NULL, read_last_error, (void*)&other) == 0);
+  pthread_join(t, NULL);
+  CHECK(other != NULL && other[0] == '\0');  /* a fresh thread has no error */
+}
+
+static void test_isa(void) {
+  simdnorm_isa list[8], parsed;
+  const size_t n = simdnorm_compiled_isas(list, 8);
+  const simdnorm_isa before = simdnorm_active_isa();
+  size_t i;
+  CHECK(n >= 1 && n <= 8);
+  CHECK(simdnorm_compiled_isas(NULL, 0) == n);
+  CHECK(list[n - 1] == SIMDNORM_ISA_SCALAR);  /* best first, scalar last */
+  CHECK(simdnorm_cpu_supports(SIMDNORM_ISA_SCALAR) == 1);
+  CHECK(simdnorm_cpu_supports((simdnorm_isa)99) == 0);
+  CHECK(strcmp(simdnorm_isa_name((simdnorm_isa)99), "unknown") == 0);
+  CHECK(simdnorm_cpu_supports(before) == 1);
+
+  for (i = 0; i < n; ++i) {
+    CHECK(simdnorm_isa_from_name(simdnorm_isa_name(list[i]), &parsed) == SIMDNORM_OK);
+    CHECK(parsed == list[i]);
+    if (!simdnorm_cpu_supports(list[i])) {
+      CHECK_FAILS(simdnorm_force_isa(list[i]), SIMDNORM_UNSUPPORTED_ISA, simdnorm_isa_name(list[i]));
+      continue;
+    }
+    CHECK(simdnorm_force_isa(list[i]) == SIMDNORM_OK);
+    CHECK(simdnorm_active_isa() == list[i]);
+    {
+      simdnorm_tensor_desc d = matrix(2, 5);
+      simdnorm_plan_t p = NULL;
+      CHECK(simdnorm_plan_rms_norm(&d, &d, NULL, &p) == SIMDNORM_OK);
+      CHECK(simdnorm_plan_isa(p) == list[i]);  /* plans capture the forced ISA */
+      simdnorm_plan_destroy(p);
+    }
+  }
+  /* An ISA of the other architecture is never compiled in. */
+  {
+    const simdnorm_isa foreign =
+        simdnorm_cpu_supports(SIMDNORM_ISA_NEON64) ? SIMDNORM_ISA_AVX2_FMA : SIMDNORM_ISA_NEON64;
+    const simdnorm_isa now = simdnorm_active_isa();
+    CHECK_FAILS(simdnorm_force_isa(foreign), SIMDNORM_UNSUPPORTED_ISA, simdnorm_isa_name(foreign));
+    CHECK(simdnorm_active_isa() == now);  /* a failed force changes nothing */
+  }
+  CHECK_FAILS(simdnorm_force_isa((simdnorm_isa)-1), SIMDNORM_INVALID_ARGUMENT, "not an ISA");
+  CHECK_FAILS(simdnorm_isa_from_name(NULL, &parsed), SIMDNORM_INVALID_ARGUMENT, "null");
+  CHECK_FAILS(simdnorm_isa_from_name("scalar", NULL), SIMDNORM_INVALID_ARGUMENT, "null");
+  simdnorm_reset_isa();
+  CHECK(simdnorm_active_isa() == list[0] || simdnorm_cpu_supports(list[0]) == 0);
+  CHECK(simdnorm_cpu_supports(simdnorm_active_isa()) == 1);
+}
+
+static void test_descs_and_defaults(void) {
+  simdnorm_tensor_desc d;
+  const int64_t shape[3] = {2, 3, 5};
+  const simdnorm_layer_norm_params ln = simdnorm_layer_norm_params_default();
+  const simdnorm_rms_norm_params rms = simdnorm_rms_norm_params_default();
+  CHECK(simdnorm_tensor_contiguous(&d, 3, shape) == SIMDNORM_OK);
+  CHECK(d.ndim == 3 && d.shape[0] == 2 && d.shape[2] == 5);
+  CHECK(d.strides[0] == 15 && d.strides[1] == 5 && d.strides[2] == 1);
+  CHECK_FAILS(simdnorm_tensor_contiguous(&d, 0, shape), SIMDNORM_INVALID_ARGUMENT, "ndim=0");
+  CHECK_FAILS(simdnorm_tensor_contiguous(&d, SIMDNORM_MAX_DIMS + 1, shape), SIMDNORM_INVALID_ARGUMENT, "ndim=9");
+  CHECK_FAILS(simdnorm_tensor_contiguous(NULL, 3, shape), SIMDNORM_INVALID_ARGUMENT, "null");
+  CHECK_FAILS(simdnorm_tensor_contiguous(&d, 3, NULL), SIMDNORM_INVALID_ARGUMENT, "null");
+  CHECK(d.ndim == 3);  /* unchanged by the failures */
+  CHECK(ln.normalized_ndim == 1 && ln.eps == 1e-5f && ln.compensated_mean == 1);
+  CHECK(ln.stores == SIMDNORM_STORES_AUTOMATIC);
+  CHECK(rms.normalized_ndim == 1 && rms.eps == 1e-6f && rms.stores == SIMDNORM_STORES_AUTOMATIC);
+}
+
+static void test_plan_errors(void) {
+  simdnorm_tensor_desc x = matrix(4, 6), y = matrix(4, 7), bad = x;
+  simdnorm_layer_norm_params prm = simdnorm_layer_norm_params_default();
+  simdnorm_plan_t p = (simdnorm_plan_t)&x;  /* must be overwritten with NULL on error */
+  CHECK_FAILS(simdnorm_plan_layer_norm(NULL, &x, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "x is null");
+  CHECK(p == NULL);
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, NULL, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "y is null");
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "out is null");
+  CHECK_FAILS(simdnorm_plan_rms_norm(&x, &x, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "out is null");
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &y, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "shape[1]");
+  bad.ndim = 0;
+  CHECK_FAILS(simdnorm_plan_layer_norm(&bad, &bad, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "ndim=0");
+  bad = x;
+  bad.shape[0] = -3;
+  CHECK_FAILS(simdnorm_plan_rms_norm(&bad, &bad, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "shape[0]=-3");
+  bad = x;
+  bad.strides[1] = 2;  /* the normalized dim must be dense */
+  CHECK(simdnorm_plan_layer_norm(&bad, &bad, NULL, &p) != SIMDNORM_OK);
+  bad = x;
+  bad.shape[0] = (int64_t)1 << 62;
+  bad.strides[0] = (int64_t)1 << 62;
+  CHECK_FAILS(simdnorm_plan_layer_norm(&bad, &bad, NULL, &p), SIMDNORM_SIZE_OVERFLOW, "overflow");
+  prm.eps = -1.f;
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT, "eps");
+  prm = simdnorm_layer_norm_params_default();
+  prm.normalized_ndim = 3;
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT, "normalized_ndim");
+  prm = simdnorm_layer_norm_params_default();
+  prm.stores = (simdnorm_store_policy)7;
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT, "stores");
+  CHECK(p == NULL);
+
+  /* Accessors and destroy accept NULL. */
+  CHECK(simdnorm_plan_num_phases(NULL) == 0 && simdnorm_plan_num_tasks(NULL, 0) == 0);
+  CHECK(simdnorm_plan_rows(NULL) == 0 && simdnorm_plan_row_length(NULL) == 0);
+  CHECK(simdnorm_plan_workspace_bytes(NULL) == 0 && simdnorm_plan_isa(NULL) == SIMDNORM_ISA_SCALAR);
+  simdnorm_plan_destroy(NULL);
+}
+
+/* LayerNorm 64 x 1000 (several tasks): default executor, host pool, serial executor and
+ * plan_run over uneven ranges give the same bits, within 1e-4 of float64. */
+static void test_layer_norm_paths(void) {
+  enum { R = 64, C = 1000 };
+  static float x[R * C], g[C], b[C], y_default[R * C], y_pool[R * C], y_serial[R * C], y_run[R * C];
+  float mean[R], rstd[R], mean2[R], rstd2[R];
+  simdnorm_tensor_desc d = matrix(R, C);
+  simdnorm_plan_t p = NULL;
+  simdnorm_norm_args a;
+  host_pool pool;
+  unsigned char seen[256];
+  simdnorm_executor exec, serial;
+  size_t tasks, t, r;
+
+  fill(x, R * C, 1, 100.f);
+  fill(g, C, 2, 1.f);
+  fill(b, C, 3, 0.f);
+  CHECK(simdnorm_plan_layer_norm(&d, &d, NULL, &p) == SIMDNORM_OK);
+  if (p == NULL) return;
+  CHECK(simdnorm_plan_rows(p) == R && simdnorm_plan_row_length(p) == C);
+  CHECK(simdnorm_plan_num_phases(p) == 1 && simdnorm_plan_workspace_bytes(p) == 0);
+  CHECK(simdnorm_plan_isa(p) == simdnorm_active_isa());
+  tasks = simdnorm_plan_num_tasks(p, 0);
+  CHECK(tasks >= 2 && tasks <= 256);
+  CHECK(simdnorm_plan_num_tasks(p, 1) == 0);
+
+  memset(&a, 0, sizeof a);
+  a.x = x; a.y = y_default; a.gamma = g; a.beta = b; a.mean = mean; a.rstd = rstd;
+  CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
+  CHECK(max_layer_norm_error(x, y_default, g, b, R, C, 1e-5) <= 1e-4);
+  for (r = 0; r < R; ++r) CHECK(fabs(mean[r] - 100.0) < 0.2 && rstd[r] > 0.5f && rstd[r] < 2.f);
+
+  memset(seen, 0, sizeof seen);
+  pool.threads = 3; pool.calls = 0; pool.seen = seen; pool.seen_size = tasks;
+  exec.user = &pool; exec.concurrency = 3; exec.parallel_for = pool_parallel_for;
+  a.y = y_pool; a.mean = mean2; a.rstd = rstd2;
+  CHECK(simdnorm_plan_execute(p, &a, &exec) == SIMDNORM_OK);
+  CHECK(pool.calls == 1);  /* one phase, one parallel_for */
+  for (t = 0; t < tasks; ++t) CHECK(seen[t] == 1);
+  CHECK(memcmp(y_pool, y_default, sizeof y_pool) == 0);
+  CHECK(memcmp(mean2, mean, sizeof mean) == 0 && memcmp(rstd2, rstd, sizeof rstd) == 0);
+
+  serial.user = NULL; serial.concurrency = 1; serial.parallel_for = NULL;  /* inline */
+  a.y = y_serial; a.mean = NULL; a.rstd = NULL;
+  CHECK(simdnorm_plan_execute(p, &a, &serial) == SIMDNORM_OK);
+  CHECK(memcmp(y_serial, y_default, sizeof y_serial) == 0);
+
+  a.y = y_run;  /* the host runs ranges itself: [0,1), [1, tasks-1), [tasks-1, tasks) */
+  CHECK(simdnorm_plan_run(p, &a, 0, 0, 1) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_run(p, &a, 0, 1, tasks - 1) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_run(p, &a, 0, tasks - 1, tasks) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_run(p, &a, 0, 2, 2) == SIMDNORM_OK);  /* empty range */
+  CHECK(memcmp(y_run, y_default, sizeof y_run) == 0);
+
+  /* The one-shot call gives the same bits. */
+  memset(y_run, 0, sizeof y_run);
+  CHECK(simdnorm_layer_norm(&d, &d, NULL, &a, &exec) == SIMDNORM_OK);
+  CHECK(memcmp(y_run, y_default, sizeof y_run) == 0);
+
+  /* Error paths of run and execute; a failed run writes nothing. */
+  memset(y_run, 0, sizeof y_run);
+  CHECK_FAILS(simdnorm_plan_run(NULL, &a, 0, 0, 1), SIMDNORM_INVALID_ARGUMENT, "plan is null");
+  CHECK_FAILS(simdnorm_plan_run(p, NULL, 0, 0, 1), SIMDNORM_INVALID_ARGUMENT, "args is null");
+  CHECK_FAILS(simdnorm_plan_run(p, &a, 0, 0, tasks + 1), SIMDNORM_INVALID_ARGUMENT, "outside");
+  CHECK_FAILS(simdnorm_plan_run(p, &a, 0, 2, 1), SIMDNORM_INVALID_ARGUMENT, "outside");
+  CHECK_FAILS(simdnorm_plan_run(p, &a, 1, 0, 1), SIMDNORM_INVALID_ARGUMENT, "phase");
+  a.x = NULL;
+  CHECK_FAILS(simdnorm_plan_run(p, &a, 0, 0, 1), SIMDNORM_INVALID_ARGUMENT, "x is null");
+  CHECK_FAILS(simdnorm_plan_execute(p, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "x is null");
+  a.x = y_run;
+  a.y = y_run + 1;  /* partial overlap with x is refused */
+  CHECK_FAILS(simdnorm_plan_execute(p, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "overlap");
+  a.x = x;
+  a.y = y_run;
+  CHECK_FAILS(simdnorm_plan_execute(NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "plan is null");
+  CHECK_FAILS(simdnorm_plan_execute(p, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "args is null");
+  exec.parallel_for = NULL;
+  CHECK_FAILS(simdnorm_plan_execute(p, &a, &exec), SIMDNORM_INVALID_ARGUMENT, "parallel_for is null");
+  for (t = 0; t < R * C; ++t) CHECK(y_run[t] == 0.f);
+  CHECK_FAILS(simdnorm_layer_norm(NULL, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "x is null");
+  simdnorm_plan_destroy(p);
+}
+
+/* RMSNorm in place on a 3-D tensor over its last two dims, against a float64 reference. */
+static void test_rms_norm(void) {
+  enum { N = 3, T = 5, D = 40 };
+  static float x[N * T * D], x0[N * T * D], g[T * D], copy[N * T * D];
+  float rstd[N];
+  const int64_t shape[3] = {N, T, D};
+  simdnorm_tensor_desc d;
+  simdnorm_rms_norm_params prm = simdnorm_rms_norm_params_default();
+  simdnorm_plan_t p = NULL;
+  simdnorm_norm_args a;
+  size_t n, i;
+  double worst = 0;
+
+  fill(x0, N * T * D, 9, 0.5f);
+  fill(g, T * D, 10, 1.f);
+  memcpy(x, x0, sizeof x);
+  CHECK(simdnorm_tensor_contiguous(&d, 3, shape) == SIMDNORM_OK);
+  prm.normalized_ndim = 2;
+  CHECK(simdnorm_plan_rms_norm(&d, &d, &prm, &p) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_rows(p) == N && simdnorm_plan_row_length(p) == T * D);
+  memset(&a, 0, sizeof a);
+  a.x = x; a.y = x; a.gamma = g; a.rstd = rstd;
+  CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
+  for (n = 0; n < N; ++n) {
+    double ss = 0, r;
+    for (i = 0; i < T * D; ++i) ss += (double)x0[n * T * D + i] * x0[n * T * D + i];
+    r = 1.0 / sqrt(ss / (T * D) + prm.eps);
+    CHECK(fabs(rstd[n] - r) <= 1e-5 * r);
+    for (i = 0; i < T * D; ++i) {
+      const double err = fabs(x0[n * T * D + i] * r * g[i] - x[n * T * D + i]);
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  CHECK(worst <= 1e-5);
+
+  memcpy(copy, x0, sizeof copy);  /* one-shot, in place, equals the plan */
+  a.x = copy; a.y = copy; a.rstd = NULL;
+  CHECK(simdnorm_rms_norm(&d, &d, &prm, &a, NULL) == SIMDNORM_OK);
+  CHECK(memcmp(copy, x, sizeof x) == 0);
+
+  a.beta = g;  /* RMSNorm has no beta */
+  CHECK_FAILS(simdnorm_plan_execute(p, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "beta");
+  CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "beta");
+  a.beta = NULL;
+  CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "args is null");
+  prm.eps = (float)NAN;
+  CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "eps");
+  simdnorm_plan_destroy(p);
+}
+
+int main(void) {
+  CHECK(simdnorm_last_error_message()[0] == '\0');  /* nothing failed yet */
+  test_status();
+  test_last_error_is_per_thread();
+  test_isa();
+  test_descs_and_defaults();
+  test_plan_errors();
+  test_layer_norm_paths();
+  test_rms_norm();
+  printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
+         simdnorm_isa_name(simdnorm_active_isa()), g_failures);
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,129 @@
+// RMSNorm against the float64 reference on every runnable ISA: sizes that hit every tail,
+// misaligned pointers, padded rows, in place, the rstd output, adversarial data.
+#include <cmath>
+#include <limits>
+
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using simdnorm::isa;
+using simdnorm::tensor_desc;
+
+// Bound: the sum of squares is a sum of positive terms (no cancellation): relative error
+// depth * u; rstd's relative error is half that plus the float rounding of 1/sqrt; each output
+// then takes two more roundings (x * rstd, * gamma).
+double rms_bound(double depth, double y) { return (depth / 2 + 4) * ref::u32 * std::fabs(y) + 1e-30; }
+
+void check_rms(isa active, std::size_t rows, std::size_t cols, std::size_t pad, std::size_t mis,
+               bool gamma, bool in_place, std::uint32_t seed, double scale = 1.0) {
+  CAPTURE(rows);
+  CAPTURE(cols);
+  CAPTURE(in_place);
+  const std::size_t xs = cols + pad, ys = in_place ? xs : cols;
+  test::buffer x(rows * xs, mis), y(rows * ys, (mis + 1) % 4), g(cols, (mis + 2) % 4);
+  test::fill_normal(x.data(), x.size(), seed, 0.0, scale);
+  test::fill_normal(g.data(), cols, seed + 1, 1.0, 0.5);
+  const std::vector<float> x0(x.data(), x.data() + x.size());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = 7.25f;
+  std::vector<float> rstd(rows, -1.f);
+  tensor_desc xd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)});
+  xd.strides[0] = std::int64_t(xs);
+  tensor_desc yd = xd;
+  yd.strides[0] = std::int64_t(ys);
+  simdnorm::plan p;
+  REQUIRE(simdnorm::plan::rms_norm(xd, yd, {}, &p).ok());
+  REQUIRE(p.kernel_isa() == active);
+  simdnorm::norm_args a;
+  a.x = x.data();
+  a.y = in_place ? x.data() : y.data();
+  a.gamma = gamma ? g.data() : nullptr;
+  a.rstd = rstd.data();
+  REQUIRE(p.execute(a).ok());
+  const float* out = in_place ? x.data() : y.data();
+  const double depth = ref::accumulation_depth(cols, test::lanes(active));
+  std::vector<double> yr(cols);
+  std::size_t bad = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* xr = x0.data() + r * xs;
+    ref::rms_norm_row(xr, cols, a.gamma, 1e-6, yr.data());
+    for (std::size_t i = 0; i < cols; ++i)
+      bad += !(std::fabs(out[r * ys + i] - yr[i]) <= rms_bound(depth, yr[i]));
+    const double rr = ref::rms_rstd(xr, cols, 1e-6);
+    bad += !(std::fabs(rstd[r] - rr) <= rms_bound(depth, rr));
+    if (in_place)
+      for (std::size_t i = cols; i < xs; ++i) bad += x[r * xs + i] != x0[r * xs + i];
+  }
+  CHECK(bad == 0);
+  CHECK(x.guards_intact());
+  CHECK(y.guards_intact());
+  if (!in_place) CHECK(test::bitwise_equal(x.data(), x0.data(), x.size()));
+}
+
+}  // namespace
+
+TEST_CASE("rms_norm: every size, tail, alignment, stride and gamma variant matches float64") {
+  const std::size_t cols_list[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,  14,  15,  16,   17,   18,
+                                   19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,  32,  33,  47,   63,   64,
+                                   65, 127, 128, 129, 768, 4096, 4099, 65537};
+  test::for_each_isa([&](isa i) {
+    std::uint32_t seed = 100;
+    for (std::size_t cols : cols_list)
+      for (std::size_t rows : {std::size_t(1), std::size_t(3), std::size_t(17), std::size_t(1000)}) {
+        if (rows * cols > 300000 && rows > 3) continue;
+        check_rms(i, rows, cols, 3, 1, true, false, seed++);
+        check_rms(i, rows, cols, 0, 0, false, true, seed++);
+        check_rms(i, rows, cols, 5, 3, true, true, seed++);
+      }
+  });
+}
+
+TEST_CASE("rms_norm: tiny and huge magnitudes keep float64 accuracy") {
+  test::for_each_isa([](isa i) {
+    for (double scale : {1e-15, 1e15})
+      for (std::size_t cols : {std::size_t(5), std::size_t(64), std::size_t(4099)})
+        check_rms(i, 3, cols, 0, 0, true, false, 7, scale);
+  });
+}
+
+TEST_CASE("rms_norm: zero rows give zeros, NaN and Inf stay in their row") {
+  test::for_each_isa([](isa) {
+    const std::size_t rows = 4, cols = 37;
+    std::vector<float> x(rows * cols), y(rows * cols);
+    test::fill_normal(x.data(), x.size(), 3);
+    for (std::size_t k = 0; k < cols; ++k) x[k] = 0.f;
+    x[1 * cols + 5] = std::numeric_limits<float>::quiet_NaN();
+    x[2 * cols + 36] = std::numeric_limits<float>::infinity();
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    REQUIRE(simdnorm::rms_norm(tensor_desc::contiguous({rows, cols}), tensor_desc::contiguous({rows, cols}), {}, a).ok());
+    for (std::size_t k = 0; k < cols; ++k) CHECK(y[k] == 0.f);
+    std::size_t finite1 = 0, finite3 = 0;
+    for (std::size_t k = 0; k < cols; ++k) {
+      finite1 += std::isfinite(y[cols + k]);
+      finite3 += std::isfinite(y[3 * cols + k]);
+    }
+    CHECK(finite1 == 0);
+    CHECK(finite3 == cols);
+    // An Inf makes the sum of squares Inf: the Inf element becomes NaN (Inf * 0), the rest 0.
+    CHECK(std::isnan(y[2 * cols + 36]));
+  });
+}
+
+TEST_CASE("rms_norm: the bound rejects a result without eps or with the wrong mean") {
+  // y computed with sqrt(sum/(n-1)) instead of sqrt(sum/n) must fail the check at small n.
+  const std::size_t cols = 16;
+  std::vector<float> x(cols);
+  test::fill_normal(x.data(), cols, 8);
+  std::vector<double> yr(cols);
+  ref::rms_norm_row(x.data(), cols, nullptr, 1e-6, yr.data());
+  double q = 0;
+  for (float v : x) q += double(v) * v;
+  const double wrong = 1.0 / std::sqrt(q / (cols - 1) + 1e-6);
+  std::size_t rejected = 0;
+  for (std::size_t i = 0; i < cols; ++i)
+    rejected += std::fabs(x[i] * wrong - yr[i]) > rms_bound(ref::accumulation_depth(cols, 16), yr[i]);
+  CHECK(rejected > cols / 2);
+}
