@@ -68,13 +68,15 @@ inline std::vector<float> to_nchw(const float* x, std::size_t N, std::size_t C, 
   return out;
 }
 
-/// Rounding steps of the longest float accumulation chain for a unit of n values: a lane sums
-/// at most min(n, 2048) / W terms (segments of at least W elements) or all of a 2048-element
-/// chunk (segments shorter than W, summed one by one; columns sum at most 64), then a
-/// log2(4W)-deep tree; plus a few roundings in the normalize pass.
+/// Rounding steps of the longest float accumulation chain for a unit of n values, whose
+/// segments (NCHW planes) are `segment_len` long: a lane sums at most min(n, 2048) / W terms
+/// (segments of at least W elements; the row kernel: 2048 / 4W), all of a 2048-element chunk
+/// (segments shorter than W are summed one by one), or 64 rows (columns: NHWC); then a
+/// log2(4W)-deep tree, plus a few roundings in the normalize pass.
 inline double depth(std::size_t n, std::size_t lanes, std::size_t segment_len) {
-  const double per_lane = std::ceil(double(std::min<std::size_t>(n, 2048)) /
-                                    double(segment_len < lanes ? 1 : lanes));
+  const std::size_t m = std::min<std::size_t>(n, 2048);
+  const double planes = segment_len < lanes ? double(m) : std::ceil(double(m) / double(lanes));
+  const double per_lane = std::max(planes, double(std::min<std::size_t>(n, 64)));
   return per_lane + std::log2(4.0 * double(lanes)) + 8.0;
 }
 

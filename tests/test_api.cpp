@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <cstdlib>
 #include <thread>
 
 #include "test_util.hpp"
@@ -285,4 +286,18 @@ TEST_CASE("threads: streaming stores give the same bits as regular stores") {
       CHECK(test::bitwise_equal(y1.data(), y2.data(), y1.size()));
     }
   });
+}
+
+TEST_CASE("isa: SIMDNORM_ISA naming an unknown ISA makes plan creation fail with a clear message") {
+  if (std::getenv("SIMDNORM_EXPECT_ISA_ERROR") == nullptr) return;  // set by the env_isa_invalid test
+  simdnorm::reset_isa();
+  simdnorm::plan p;
+  const simdnorm::status s = simdnorm::plan::layer_norm(mat(2, 8), mat(2, 8), {}, &p);
+  CHECK(s.code() == status_code::unsupported_isa);
+  CHECK(std::string(s.message()).find("SIMDNORM_ISA") != std::string::npos);
+  MESSAGE(std::string(s.message()));
+  // force_isa overrides the broken environment.
+  REQUIRE(simdnorm::force_isa(simdnorm::isa::scalar).ok());
+  CHECK(simdnorm::plan::layer_norm(mat(2, 8), mat(2, 8), {}, &p).ok());
+  simdnorm::reset_isa();
 }
