@@ -1,44 +1,58 @@
 // rms_norm_rows: RMSNorm over rows of a 2-D view [rows, cols] with row strides.
 //
-// Formula: y = x * rstd * gamma, rstd = 1 / sqrt(sum(x^2) / cols + eps), gamma optional.
-// Layout, passes and traffic as layer_norm_rows: one pass for sum(x^2) (float accumulators per
-//   2048-element chunk, chunks summed in double), one normalize pass that re-reads the row from
-//   cache and writes y; 8 bytes of memory traffic per element for rows that fit in L2.
-// Preconditions: cols >= 1; y == x (same strides) allowed; no alignment.
-// Numerics: sum of squares has no cancellation; relative error about eps_f32 * log2(chunk).
+// Formula: y = x * rstd * gamma, rstd = 1 / sqrt(sum(x^2) / cols + eps), gamma optional
+//   (beta is rejected by the plan). Two multiplies per element.
+// Layout, passes, traffic, grouping: row_norm-inl.hpp (one statistics pass, one normalize
+//   pass from cache: 8 bytes of memory traffic per element).
+// Numerics: the sum of squares has no cancellation: float accumulators per 2048-element chunk
+//   (four per lane), chunks summed in double; relative error about eps_f32 * depth, with the
+//   depth derived in tests/reference.hpp. NaN or Inf stays in its row.
 
-template <class V, bool Gamma, bool Stream>
-void rms_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
-  const std::size_t n = cfg.cols;
-  const float* g = cfg.gamma;
-  for (std::size_t r = 0; r < blk.rows; ++r) {
-    const float* xr = blk.x + std::ptrdiff_t(r) * blk.x_stride;
-    float* yr = blk.y + std::ptrdiff_t(r) * blk.y_stride;
-    const double ms = row_sum_squares_f32<V>(xr, n) * cfg.inv_cols;
-    const float rs = float(1.0 / __builtin_sqrt(ms + double(cfg.eps)));
-    const V vrs(rs);
-    store_row<V, Stream>(
-        yr, n,
-        [&](std::size_t i) {
-          V t = load<V>(xr + i) * vrs;
-          if constexpr (Gamma) t = t * load<V>(g + i);
-          return t;
-        },
-        [&](std::size_t i) {
-          float t = xr[i] * rs;
-          if constexpr (Gamma) t = t * g[i];
-          return t;
-        });
-    if (blk.rstd) blk.rstd[r] = rs;
+struct rms_norm_stats {
+  static constexpr bool centered = false;
+
+  /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
+  template <class V>
+  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k) {
+    constexpr std::size_t W = V::size;
+    const std::size_t n = cfg.cols;
+    alignas(64) float tail[W], rss[W];
+    V acc[W];
+    for (std::size_t r = 0; r < W; ++r) {
+      V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
+      std::size_t i = 0;
+      for (; i + 4 * W <= n; i += 4 * W) {
+        const V v0 = load<V>(xs[r] + i), v1 = load<V>(xs[r] + i + W);
+        const V v2 = load<V>(xs[r] + i + 2 * W), v3 = load<V>(xs[r] + i + 3 * W);
+        q0 = fma(v0, v0, q0);
+        q1 = fma(v1, v1, q1);
+        q2 = fma(v2, v2, q2);
+        q3 = fma(v3, v3, q3);
+      }
+      for (; i + W <= n; i += W) {
+        const V v = load<V>(xs[r] + i);
+        q0 = fma(v, v, q0);
+      }
+      acc[r] = (q0 + q1) + (q2 + q3);
+      float t = 0.f;
+      for (; i < n; ++i) t += xs[r][i] * xs[r][i];
+      tail[r] = t;
+    }
+    const V ms = (lane_sums(acc) + load<V>(tail)) * V(float(cfg.inv_cols));
+    (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(rss);
+    for (std::size_t r = 0; r < W; ++r) k[r] = {0.f, rss[r], 0.f};
   }
-  if constexpr (Stream) stream_fence();
-}
+
+  template <class V, std::size_t R>
+  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k) {
+    for (std::size_t r = 0; r < R; ++r) {
+      const double ms = row_sum_squares_f32<V>(xs[r], cfg.cols) * cfg.inv_cols;
+      k[r] = {0.f, float(1.0 / __builtin_sqrt(ms + double(cfg.eps))), 0.f};
+    }
+  }
+};
 
 template <class V>
 void rms_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  const bool g = cfg.gamma != nullptr;
-  if (g && cfg.stream) rms_norm_rows_impl<V, true, true>(cfg, blk);
-  else if (g) rms_norm_rows_impl<V, true, false>(cfg, blk);
-  else if (cfg.stream) rms_norm_rows_impl<V, false, true>(cfg, blk);
-  else rms_norm_rows_impl<V, false, false>(cfg, blk);
+  row_norm_rows<V, rms_norm_stats>(cfg, blk);
 }

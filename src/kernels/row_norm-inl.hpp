@@ -1,0 +1,168 @@
+// row_norm_rows: the row-walking driver shared by LayerNorm and RMSNorm.
+//
+// Formula: y = t * gamma + beta with t = (x - hi) * rs - lo_rs (centered ops, LayerNorm) or
+//   t = x * rs (RMSNorm); hi, lo_rs and rs are per-row constants from the op's statistics
+//   (Stats::short_rows / Stats::long_rows). gamma and beta are optional.
+// Layout: row r starts at x + r * x_stride (y likewise); each row is dense.
+// Passes and memory traffic per element: the statistics read x from memory once (and, for
+//   LayerNorm, once more from L1); the normalize pass re-reads x from cache and writes y. Rows
+//   are handled in groups (below) that stay in L2 (kGroupBytes), so x is read from memory once
+//   and y written once: 8 bytes of traffic per element. A single row longer than the L2 is
+//   correct but read from memory twice (12 bytes per element). With `stream`, y goes out with
+//   non-temporal stores (no read-for-ownership, no cache pollution) and the next rows are
+//   prefetched during the normalize pass, so DRAM reads never pause.
+// Grouping: rows of at most kShortCols elements get their statistics V::size rows at a time,
+//   with the per-row arithmetic in vector lanes (a short row is otherwise dominated by its
+//   horizontal reductions and scalar tail); longer rows get them row by row (interleaved
+//   kRowGroup at a time up to kInterleaveMaxCols). The normalize pass then runs kRowGroup rows
+//   at a time and loads each gamma/beta vector once for all of them. Which path a row takes
+//   depends only on the row length, never on the row's position or the task split, so the
+//   bits of a row do not depend on threads or partitions.
+// Preconditions: cols >= 1; y == x (same strides) allowed, otherwise no overlap; no alignment.
+
+inline constexpr std::size_t kRowGroup = 4;
+inline constexpr std::size_t kShortCols = 256;
+inline constexpr std::size_t kInterleaveMaxCols = 1024;
+inline constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
+
+/// Per-row constants of the normalize pass: t = (x - hi) * rs - lo_rs, or t = x * rs.
+struct row_consts {
+  float hi, rs, lo_rs;
+};
+
+/// Streams the next rows through the cache one vector per step (see the banner).
+struct row_prefetcher {
+  const float* row = nullptr;
+  std::ptrdiff_t stride = 0;
+  std::size_t rows_left = 0, n = 0, i = 0;
+  void step(std::size_t w) {
+    if (rows_left == 0) return;
+    __builtin_prefetch(row + i);
+    i += w;
+    if (i >= n) {
+      i = 0;
+      row += stride;
+      --rows_left;
+    }
+  }
+};
+
+inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::size_t count,
+                                std::size_t n) {
+  row_prefetcher p;
+  if (first >= blk.rows) return p;
+  p.row = blk.x + std::ptrdiff_t(first) * blk.x_stride;
+  p.stride = blk.x_stride;
+  p.rows_left = blk.rows - first < count ? blk.rows - first : count;
+  p.n = n;
+  return p;
+}
+
+/// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
+/// goes through the same operations whatever R is: grouping never changes a bit.
+template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
+inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, float* const* ys,
+                           const row_consts* k, row_prefetcher& pf) {
+  constexpr std::size_t W = V::size;
+  const std::size_t n = cfg.cols;
+  const float* g = cfg.gamma;
+  const float* b = cfg.beta;
+  auto one = [&](std::size_t r, std::size_t i) {
+    float t = Centered ? (xs[r][i] - k[r].hi) * k[r].rs - k[r].lo_rs : xs[r][i] * k[r].rs;
+    if constexpr (Gamma) t = t * g[i];
+    if constexpr (Beta) t = t + b[i];
+    ys[r][i] = t;
+  };
+  std::size_t i = 0;
+  if constexpr (Stream) {
+    for (const std::size_t head = elements_to_stream_alignment<V>(ys[0], n); i < head; ++i)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
+  }
+  V vhi[R], vrs[R], vlo[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    vhi[r] = V(k[r].hi);
+    vrs[r] = V(k[r].rs);
+    vlo[r] = V(k[r].lo_rs);
+  }
+  for (; i + W <= n; i += W) {
+    V gv, bv;
+    if constexpr (Gamma) gv = load<V>(g + i);
+    if constexpr (Beta) bv = load<V>(b + i);
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      V t;
+      if constexpr (Centered) t = fms(load<V>(xs[r] + i) - vhi[r], vrs[r], vlo[r]);
+      else t = load<V>(xs[r] + i) * vrs[r];
+      if constexpr (Gamma && Beta) t = fma(t, gv, bv);
+      else if constexpr (Gamma) t = t * gv;
+      else if constexpr (Beta) t = t + bv;
+      if constexpr (Stream) {
+        store_stream<V>(ys[r] + i, t);
+        pf.step(W);
+      } else {
+        t.store_unaligned(ys[r] + i);
+      }
+    }
+  }
+  for (; i < n; ++i)
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
+}
+
+template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
+inline void normalize_group(const row_norm_config& cfg, const float* const* xs, float* const* ys,
+                            const row_consts* k, std::size_t count, bool group,
+                            row_prefetcher& pf) {
+  std::size_t r = 0;
+  if (group)
+    for (; r + kRowGroup <= count; r += kRowGroup)
+      normalize_rows<V, Stats::centered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k + r, pf);
+  for (; r < count; ++r)
+    normalize_rows<V, Stats::centered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k + r, pf);
+}
+
+template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
+void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
+  constexpr std::size_t W = V::size;
+  const std::size_t n = cfg.cols;
+  // Grouping needs the rows of a group to share y's alignment when streaming.
+  const bool same_alignment =
+      !Stream || (std::size_t(blk.y_stride) * sizeof(float)) % stream_alignment<V>() == 0;
+  const bool group = same_alignment && n * sizeof(float) * kRowGroup <= kGroupBytes;
+  const bool short_rows = n <= kShortCols;
+  const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
+  for (std::size_t r0 = 0; r0 < blk.rows; r0 += step) {
+    const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
+    const float* xs[W > kRowGroup ? W : kRowGroup];
+    float* ys[W > kRowGroup ? W : kRowGroup];
+    row_consts k[W > kRowGroup ? W : kRowGroup];
+    const std::size_t padded = short_rows ? W : count;
+    for (std::size_t r = 0; r < padded; ++r) {
+      const std::size_t rr = r0 + (r < count ? r : count - 1);  // pad with the last row
+      xs[r] = blk.x + std::ptrdiff_t(rr) * blk.x_stride;
+      ys[r] = blk.y + std::ptrdiff_t(rr) * blk.y_stride;
+    }
+    if (short_rows) Stats::template short_rows<V>(cfg, xs, k);
+    else if (count == kRowGroup && n <= kInterleaveMaxCols)
+      Stats::template long_rows<V, kRowGroup>(cfg, xs, k);
+    else
+      for (std::size_t r = 0; r < count; ++r) Stats::template long_rows<V, 1>(cfg, xs + r, k + r);
+    for (std::size_t r = 0; r < count; ++r) {
+      if (blk.mean) blk.mean[r0 + r] = k[r].hi;
+      if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
+    }
+    // Prefetch two short-row groups ahead (they are small), one long-row group ahead.
+    row_prefetcher pf = Stream ? next_rows(blk, r0 + (short_rows ? 2 : 1) * step, step, n)
+                               : row_prefetcher{};
+    normalize_group<V, Stats, Gamma, Beta, Stream>(cfg, xs, ys, k, count, group, pf);
+  }
+  if constexpr (Stream) stream_fence();
+}
+
+/// Entry point: picks the instantiation for the affine terms present and the store kind.
+template <class V, class Stats>
+void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
+  const bool g = cfg.gamma != nullptr, b = cfg.beta != nullptr, s = cfg.stream;
+  if (g && b) s ? row_norm_rows_impl<V, Stats, true, true, true>(cfg, blk) : row_norm_rows_impl<V, Stats, true, true, false>(cfg, blk);
+  else if (g) s ? row_norm_rows_impl<V, Stats, true, false, true>(cfg, blk) : row_norm_rows_impl<V, Stats, true, false, false>(cfg, blk);
+  else if (b) s ? row_norm_rows_impl<V, Stats, false, true, true>(cfg, blk) : row_norm_rows_impl<V, Stats, false, true, false>(cfg, blk);
+  else s ? row_norm_rows_impl<V, Stats, false, false, true>(cfg, blk) : row_norm_rows_impl<V, Stats, false, false, false>(cfg, blk);
+}
