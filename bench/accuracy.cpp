@@ -134,8 +134,22 @@ bool run_simdnorm(const acc_case& k, std::vector<float>* y, std::string* why) {
     a.gamma = ones.data();
     a.beta = zeros.data();
     s = simdnorm::layer_norm(d, d, prm, a);
+  } else if (p.op == peers::op_kind::batch_norm_training) {
+    const bool nhwc = p.lay == peers::layout::nhwc;
+    const auto d = nhwc ? simdnorm::tensor_desc::contiguous({p.n, p.h, p.w, p.c})
+                        : simdnorm::tensor_desc::contiguous({p.n, p.c, p.h, p.w});
+    simdnorm::batch_norm_params prm;
+    prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+    prm.eps = p.eps;
+    prm.training = true;
+    simdnorm::norm_args a;
+    a.x = k.x.data();
+    a.y = y->data();
+    a.gamma = ones.data();
+    a.beta = zeros.data();
+    s = simdnorm::batch_norm(d, d, prm, a);
   } else {
-    *why = "not in simdnorm yet";
+    *why = "not in simdnorm_accuracy";
     return false;
   }
   if (!s) *why = s.message();

@@ -8,7 +8,11 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <cstdio>
 #include <sys/mman.h>
+#if defined(__linux__)
+#include <dirent.h>
+#endif
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -102,6 +106,32 @@ void parallel_copy(copy_fn f, const float* s, float* d, std::size_t n, int threa
 #endif
   (void)threads;
   f(s, d, n);
+}
+
+// Nanoseconds this process's threads have spent runnable but not running (waiting on a run
+// queue, /proc/self/task/*/schedstat field 2), or -1 where that is not available. Grows when
+// other processes, or more runnable threads than cores, take the CPUs from the benchmark.
+double runqueue_wait_ns() {
+#if defined(__linux__)
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return -1;
+  double sum = 0;
+  bool any = false;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    if (FILE* f = std::fopen(path, "r")) {
+      unsigned long long run = 0, wait = 0;
+      if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) { sum += double(wait); any = true; }
+      std::fclose(f);
+    }
+  }
+  closedir(d);
+  return any ? sum : -1;
+#else
+  return -1;
+#endif
 }
 
 double median(std::vector<double> v) {
@@ -204,12 +234,16 @@ void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::
       ++k;
     }
   };
+  const double wait0 = runqueue_wait_ns();
+  const auto wall0 = clock::now();
 #if SIMDNORM_BENCH_WITH_TBB
   oneapi::tbb::task_arena arena(threads);
   arena.execute(body);
 #else
   body();
 #endif
+  const double wait1 = runqueue_wait_ns();
+  const double wall_ns = std::chrono::duration<double, std::nano>(clock::now() - wall0).count();
   const double op_med = median(op_t);
   double copy_best = 0;
   for (auto& v : copy_t)
@@ -218,6 +252,10 @@ void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::
   state.counters["GBps"] = bytes / op_med / 1e9;
   state.counters["copy_GBps"] = copy_best / 1e9;
   state.counters["ratio"] = copy_best > 0 ? (bytes / op_med) / copy_best : 0;
+  // Disturbance of this repetition: cores' worth of run-queue waiting (0 on a quiet machine;
+  // absent where the kernel does not report it). Lets a report set disturbed repetitions aside.
+  if (wait0 >= 0 && wait1 >= 0 && wall_ns > 0)
+    state.counters["runq_wait"] = (wait1 - wait0) / wall_ns;
 }
 
 }  // namespace bench

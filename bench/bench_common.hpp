@@ -6,6 +6,9 @@
 //                     non-temporal-store copy, memcpy) from x to y, at the same thread count,
 //                     timed in the same benchmark run, interleaved with the op,
 //   ratio             op bandwidth / copy bandwidth (medians of both),
+//   runq_wait         cores' worth of time this process's threads waited for a CPU during
+//                     the repetition (Linux schedstat): > 0.05 or so means the machine was
+//                     busy with something else and the repetition is suspect,
 // so results are comparable across machines and robust to a noisy shared host.
 #pragma once
 #include <benchmark/benchmark.h>

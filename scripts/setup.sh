@@ -5,6 +5,7 @@
 #   scripts/setup.sh --peers    also oneDNN and libtorch (optional benchmark comparators)
 #   scripts/setup.sh --cross    also the aarch64 cross compiler and qemu-user (ARM tests)
 #   scripts/setup.sh --plots    also Debian's python3-matplotlib (benchmark report charts)
+#   scripts/setup.sh --ci       what scripts/ci.sh needs: --cross plus pkg-config
 set -euo pipefail
 
 pkgs=(cmake make g++ libxsimd-dev libtbb-dev doctest-dev libbenchmark-dev)
@@ -14,6 +15,7 @@ for arg in "$@"; do
     --cross) pkgs+=(g++-aarch64-linux-gnu qemu-user binutils-aarch64-linux-gnu) ;;
     --plots) pkgs+=(python3-matplotlib) ;;
     --qemu)  pkgs+=(qemu-user) ;;
+    --ci)    pkgs+=(g++-aarch64-linux-gnu qemu-user binutils-aarch64-linux-gnu pkg-config) ;;
     *) echo "setup.sh: unknown option '$arg'" >&2; exit 2 ;;
   esac
 done

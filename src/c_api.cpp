@@ -21,6 +21,8 @@ static_assert(int(SIMDNORM_INTERNAL_ERROR) == int(status_code::internal_error), 
 static_assert(int(SIMDNORM_ISA_NEON64) == int(simdnorm::isa::neon64), "isa values");
 static_assert(SIMDNORM_MAX_DIMS == simdnorm::max_dims, "max dims");
 static_assert(int(SIMDNORM_STORES_STREAMING) == int(simdnorm::store_policy::streaming), "stores");
+static_assert(int(SIMDNORM_NHWC) == int(simdnorm::channel_layout::nhwc), "layouts");
+static_assert(int(SIMDNORM_MOMENTUM_ONNX) == int(simdnorm::momentum_convention::onnx), "momentum");
 
 // Per-thread, like errno: only failures write it, so a success cannot erase a message that the
 // caller has not read yet, and the hot path (run) pays nothing for it.
@@ -76,34 +78,84 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.mean = a.mean;
   n.rstd = a.rstd;
   n.workspace = a.workspace;
+  n.running_mean = a.running_mean;
+  n.running_var = a.running_var;
+  n.num_batches_tracked = a.num_batches_tracked;
   return n;
 }
 
-simdnorm::layer_norm_params to_params(const simdnorm_layer_norm_params* p) noexcept {
-  simdnorm::layer_norm_params q;
-  if (p) {
-    q.normalized_ndim = p->normalized_ndim;
-    q.eps = p->eps;
-    q.compensated_mean = p->compensated_mean != 0;
-    q.stores = simdnorm::store_policy(p->stores);
-  }
-  return q;
-}
-
-simdnorm::rms_norm_params to_params(const simdnorm_rms_norm_params* p) noexcept {
-  simdnorm::rms_norm_params q;
-  if (p) {
-    q.normalized_ndim = p->normalized_ndim;
-    q.eps = p->eps;
-    q.stores = simdnorm::store_policy(p->stores);
-  }
-  return q;
-}
-
-status check_stores(simdnorm_store_policy s) noexcept {
-  if (int(s) < 0 || int(s) > int(SIMDNORM_STORES_STREAMING))
-    return status::error(status_code::invalid_argument, "params.stores=%d: not a store policy", int(s));
+// C enums arrive as any 32-bit value: check the range before the C++ enum is used.
+status check_enum(int value, int max, const char* name) noexcept {
+  if (value < 0 || value > max)
+    return status::error(status_code::invalid_argument, "params.%s=%d: not a valid value", name, value);
   return {};
+}
+
+// Converters from the C parameter structs; a null pointer means the C++ defaults.
+status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->normalized_ndim = p->normalized_ndim;
+  q->eps = p->eps;
+  q->compensated_mean = p->compensated_mean != 0;
+  q->stores = simdnorm::store_policy(p->stores);
+  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+}
+
+status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->normalized_ndim = p->normalized_ndim;
+  q->eps = p->eps;
+  q->stores = simdnorm::store_policy(p->stores);
+  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+}
+
+status convert(const simdnorm_batch_norm_params* p, simdnorm::batch_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->layout = simdnorm::channel_layout(p->layout);
+  q->eps = p->eps;
+  q->training = p->training != 0;
+  q->fuse_relu = p->fuse_relu != 0;
+  q->stores = simdnorm::store_policy(p->stores);
+  q->running_mean = p->running_mean;
+  q->running_var = p->running_var;
+  q->gamma = p->gamma;
+  q->beta = p->beta;
+  q->momentum = p->momentum;
+  q->convention = simdnorm::momentum_convention(p->convention);
+  q->cumulative = p->cumulative != 0;
+  status s = check_enum(p->layout, SIMDNORM_NHWC, "layout");
+  if (s) s = check_enum(p->convention, SIMDNORM_MOMENTUM_ONNX, "convention");
+  return s ? check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores") : s;
+}
+
+status convert(const simdnorm_group_norm_params* p, simdnorm::group_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->num_groups = p->num_groups;
+  q->layout = simdnorm::channel_layout(p->layout);
+  q->eps = p->eps;
+  q->per_group_affine = p->per_group_affine != 0;
+  q->stores = simdnorm::store_policy(p->stores);
+  status s = check_enum(p->layout, SIMDNORM_NHWC, "layout");
+  return s ? check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores") : s;
+}
+
+status convert(const simdnorm_instance_norm_params* p, simdnorm::instance_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->layout = simdnorm::channel_layout(p->layout);
+  q->eps = p->eps;
+  q->stores = simdnorm::store_policy(p->stores);
+  status s = check_enum(p->layout, SIMDNORM_NHWC, "layout");
+  return s ? check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores") : s;
+}
+
+status convert(const simdnorm_mean_variance_norm_params* p,
+               simdnorm::mean_variance_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->num_axes = p->num_axes;
+  for (int i = 0; i < SIMDNORM_MAX_DIMS; ++i) q->axes[i] = p->axes[i];
+  q->eps = p->eps;
+  q->stores = simdnorm::store_policy(p->stores);
+  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
 }
 
 // A host pool given as C callbacks, seen by the C++ plan as an executor.
@@ -136,20 +188,25 @@ status execute(const simdnorm::plan& p, const simdnorm_norm_args* args, const si
 }
 
 // Plan creation shared by the ops and their one-shot forms: convert the C arguments, make.
-template <class Params, class Make>
-status make_plan(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, const Params* params,
-                 Make make, simdnorm::plan* p) noexcept {
+// `make` is one of simdnorm::plan's static makers; its parameter type names the C++ struct.
+template <class CppParams>
+using maker = status (*)(const simdnorm::tensor_desc&, const simdnorm::tensor_desc&,
+                         const CppParams&, simdnorm::plan*) noexcept;
+
+template <class CParams, class CppParams>
+status make_plan(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, const CParams* params,
+                 maker<CppParams> make, simdnorm::plan* p) noexcept {
   simdnorm::tensor_desc xd, yd;
+  CppParams q;
   status s = to_desc(x, "x", &xd);
   if (s) s = to_desc(y, "y", &yd);
-  if (s && params) s = check_stores(params->stores);
-  if (!s) return s;
-  return make(xd, yd, to_params(params), p);
+  if (s) s = convert(params, &q);
+  return s ? make(xd, yd, q, p) : s;
 }
 
-template <class Params, class Make>
+template <class CParams, class CppParams>
 simdnorm_status new_plan(const char* fn, const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                         const Params* params, simdnorm_plan_t* out, Make make) noexcept {
+                         const CParams* params, simdnorm_plan_t* out, maker<CppParams> make) noexcept {
   if (out == nullptr) return record(status::error(status_code::invalid_argument, "%s: out is null", fn));
   *out = nullptr;
   return guarded(fn, [&]() -> status {
@@ -162,10 +219,10 @@ simdnorm_status new_plan(const char* fn, const simdnorm_tensor_desc* x, const si
   });
 }
 
-template <class Params, class Make>
+template <class CParams, class CppParams>
 simdnorm_status one_shot(const char* fn, const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                         const Params* params, const simdnorm_norm_args* args,
-                         const simdnorm_executor* exec, Make make) noexcept {
+                         const CParams* params, const simdnorm_norm_args* args,
+                         const simdnorm_executor* exec, maker<CppParams> make) noexcept {
   return guarded(fn, [&]() -> status {
     simdnorm::plan p;
     status s = make_plan(x, y, params, make, &p);
@@ -247,6 +304,42 @@ simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
   return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores)};
 }
 
+simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void) {
+  const simdnorm::batch_norm_params d;
+  simdnorm_batch_norm_params c;
+  std::memset(&c, 0, sizeof c);
+  c.layout = simdnorm_channel_layout(d.layout);
+  c.eps = d.eps;
+  c.training = d.training;
+  c.fuse_relu = d.fuse_relu;
+  c.stores = simdnorm_store_policy(d.stores);
+  c.momentum = d.momentum;
+  c.convention = simdnorm_momentum_convention(d.convention);
+  c.cumulative = d.cumulative;
+  return c;
+}
+
+simdnorm_group_norm_params simdnorm_group_norm_params_default(void) {
+  const simdnorm::group_norm_params d;
+  return {d.num_groups, simdnorm_channel_layout(d.layout), d.eps, d.per_group_affine ? 1 : 0,
+          simdnorm_store_policy(d.stores)};
+}
+
+simdnorm_instance_norm_params simdnorm_instance_norm_params_default(void) {
+  const simdnorm::instance_norm_params d;
+  return {simdnorm_channel_layout(d.layout), d.eps, simdnorm_store_policy(d.stores)};
+}
+
+simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(void) {
+  const simdnorm::mean_variance_norm_params d;
+  simdnorm_mean_variance_norm_params c;
+  c.num_axes = d.num_axes;
+  for (int i = 0; i < SIMDNORM_MAX_DIMS; ++i) c.axes[i] = d.axes[i];
+  c.eps = d.eps;
+  c.stores = simdnorm_store_policy(d.stores);
+  return c;
+}
+
 simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
                                          const simdnorm_layer_norm_params* params, simdnorm_plan_t* out) {
   return new_plan("simdnorm_plan_layer_norm", x, y, params, out, &simdnorm::plan::layer_norm);
@@ -255,6 +348,26 @@ simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x, const si
 simdnorm_status simdnorm_plan_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
                                        const simdnorm_rms_norm_params* params, simdnorm_plan_t* out) {
   return new_plan("simdnorm_plan_rms_norm", x, y, params, out, &simdnorm::plan::rms_norm);
+}
+
+simdnorm_status simdnorm_plan_batch_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_batch_norm_params* params, simdnorm_plan_t* out) {
+  return new_plan("simdnorm_plan_batch_norm", x, y, params, out, &simdnorm::plan::batch_norm);
+}
+
+simdnorm_status simdnorm_plan_group_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_group_norm_params* params, simdnorm_plan_t* out) {
+  return new_plan("simdnorm_plan_group_norm", x, y, params, out, &simdnorm::plan::group_norm);
+}
+
+simdnorm_status simdnorm_plan_instance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_instance_norm_params* params, simdnorm_plan_t* out) {
+  return new_plan("simdnorm_plan_instance_norm", x, y, params, out, &simdnorm::plan::instance_norm);
+}
+
+simdnorm_status simdnorm_plan_mean_variance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_mean_variance_norm_params* params, simdnorm_plan_t* out) {
+  return new_plan("simdnorm_plan_mean_variance_norm", x, y, params, out, &simdnorm::plan::mean_variance_norm);
 }
 
 void simdnorm_plan_destroy(simdnorm_plan_t plan) { delete plan; }
@@ -293,6 +406,30 @@ simdnorm_status simdnorm_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_
                                   const simdnorm_rms_norm_params* params, const simdnorm_norm_args* args,
                                   const simdnorm_executor* exec) {
   return one_shot("simdnorm_rms_norm", x, y, params, args, exec, &simdnorm::plan::rms_norm);
+}
+
+simdnorm_status simdnorm_batch_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_batch_norm_params* params, const simdnorm_norm_args* args,
+    const simdnorm_executor* exec) {
+  return one_shot("simdnorm_batch_norm", x, y, params, args, exec, &simdnorm::plan::batch_norm);
+}
+
+simdnorm_status simdnorm_group_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_group_norm_params* params, const simdnorm_norm_args* args,
+    const simdnorm_executor* exec) {
+  return one_shot("simdnorm_group_norm", x, y, params, args, exec, &simdnorm::plan::group_norm);
+}
+
+simdnorm_status simdnorm_instance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_instance_norm_params* params, const simdnorm_norm_args* args,
+    const simdnorm_executor* exec) {
+  return one_shot("simdnorm_instance_norm", x, y, params, args, exec, &simdnorm::plan::instance_norm);
+}
+
+simdnorm_status simdnorm_mean_variance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_mean_variance_norm_params* params, const simdnorm_norm_args* args,
+    const simdnorm_executor* exec) {
+  return one_shot("simdnorm_mean_variance_norm", x, y, params, args, exec, &simdnorm::plan::mean_variance_norm);
 }
 
 }  // extern "C"

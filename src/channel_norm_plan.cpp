@@ -44,6 +44,8 @@ namespace {
 constexpr std::size_t kTaskElements = 16384;
 /// Below this many units, the planes schedule splits units across tasks.
 constexpr std::size_t kMinUnits = 16;
+/// At most this many bytes of x per wave of split units (and at most 1/4 of the LLC).
+constexpr std::size_t kWaveBytes = std::size_t(16) << 20;
 /// At most this many row splits per problem in the columns schedule.
 constexpr std::size_t kMaxColumnSplits = 16;
 
@@ -199,6 +201,7 @@ struct channel_norm_plan final : plan_impl {
   std::size_t parts = 1;                         // split
   std::size_t planes_per_task = 1, pieces = 1;   // infer_planes
   std::size_t splits = 1, chan_block = 1, rows_per_task = 1;  // columns
+  std::vector<double> merge_w1, merge_w2;  ///< columns: Chan's weights, [group][splits]
   std::size_t ws_bytes = 0;
 
   std::size_t num_phases() const noexcept override { return phases.size(); }
@@ -344,18 +347,56 @@ struct channel_norm_plan final : plan_impl {
   }
 
   moments_f64 part_moments(const norm_args& a, std::size_t q, const part_range& r) const {
-    return kernels->segment_moments(unit_x(a, q) + r.k0 * g.xs + r.s0, std::ptrdiff_t(g.xs),
-                                    std::size_t(r.k1 - r.k0), std::size_t(r.s1 - r.s0));
+    const float* x = unit_x(a, q) + r.k0 * g.xs + r.s0;
+    moments_f64 m;
+    kernels->segment_moments(&x, 1, std::ptrdiff_t(g.xs), std::size_t(r.k1 - r.k0),
+                             std::size_t(r.s1 - r.s0), &m);
+    return m;
+  }
+
+  /// Whether units [q, q + n) share one set of parameters per unit (not GroupNorm's per-channel
+  /// affine) and lie at the unit stride of one batch item: then one grid call normalizes them.
+  bool uniform_block(const norm_args& a, std::size_t q, std::size_t n) const {
+    const bool per_segment = g.group > 1 && !per_group_affine && (a.gamma || a.beta);
+    return !per_segment && std::size_t(q) / std::size_t(g.U) == (q + n - 1) / std::size_t(g.U);
   }
 
   void run_fused(const norm_args& a, std::size_t begin, std::size_t end) const {
-    const std::size_t q1 = std::min(units_total, end * units_per_task);
-    for (std::size_t q = begin * units_per_task; q < q1; ++q) {
-      const part_range whole{0, g.nseg, 0, g.len};
-      const moments_f64 m = part_moments(a, q, whole);
-      const unit_stats s = finish(m);
-      unit_outputs(a, q, m, s);
-      normalize_unit(a, q, s, whole);
+    constexpr std::size_t kBlock = 4;  // units whose statistics run interleaved
+    const std::size_t q_end = std::min(units_total, end * units_per_task);
+    const part_range whole{0, g.nseg, 0, g.len};
+    for (std::size_t q0 = begin * units_per_task; q0 < q_end; q0 += kBlock) {
+      const std::size_t n = std::min(kBlock, q_end - q0);
+      const float* xs[kBlock];
+      for (std::size_t r = 0; r < n; ++r) xs[r] = unit_x(a, q0 + r);
+      moments_f64 m[kBlock];
+      kernels->segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg),
+                               std::size_t(g.len), m);
+      unit_stats st[kBlock];
+      for (std::size_t r = 0; r < n; ++r) {
+        st[r] = finish(m[r]);
+        unit_outputs(a, q0 + r, m[r], st[r]);
+      }
+      if (!uniform_block(a, q0, n)) {
+        for (std::size_t r = 0; r < n; ++r) normalize_unit(a, q0 + r, st[r], whole);
+        continue;
+      }
+      // segments outer, the block's units inner: adjacent NCHW channels in memory order
+      float c[kBlock], sc[kBlock], sh[kBlock];
+      for (std::size_t r = 0; r < n; ++r)
+        fold(st[r], std::int64_t((q0 + r) % std::size_t(g.U)) * g.group, a, c + r, sc + r, sh + r);
+      plane_affine_job j;
+      j.x = unit_x(a, q0);
+      j.y = unit_y(a, q0);
+      j.x_outer = g.xs, j.y_outer = g.ys, j.x_inner = g.xu, j.y_inner = g.yu;
+      j.outer = std::size_t(g.nseg);
+      j.inner = n;
+      j.len = std::size_t(g.len);
+      j.center = c, j.scale = sc, j.shift = sh;
+      j.p_inner = 1;
+      j.relu = relu;
+      j.stream = stream;
+      kernels->plane_affine(j);
     }
   }
 
@@ -490,24 +531,40 @@ struct channel_norm_plan final : plan_impl {
   }
 
   void run_col_finish(const norm_args& a, std::size_t begin, std::size_t end) const {
+    constexpr std::size_t kSide = 32;  // units merged side by side, so their chains overlap
     const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
     for (std::size_t t = begin; t < end; ++t) {
       const std::size_t b = t / nb, c0 = (t % nb) * chan_block, c1 = std::min(C, c0 + chan_block);
       const moments_f64* part = col_partials(a) + b * splits * C;
       float* prm = col_params(a) + b * 3 * C;
-      for (std::size_t u0 = c0; u0 < c1; u0 += G) {  // one unit: G adjacent channels
-        moments_f64 m;
-        double n = 0;
-        for (std::size_t c = u0; c < u0 + G; ++c)      // channels in order,
-          for (std::size_t i = 0; i < splits; ++i) {   // each channel's splits in order
-            const double rows = double(split_row(i + 1) - split_row(i));
-            merge_moments(n, m, rows, part[i * C + c]);
-            n += rows;
+      for (std::size_t u0 = c0; u0 < c1; u0 += kSide * G) {
+        const std::size_t nu = std::min(kSide, (c1 - u0) / G);
+        double mean[kSide], m2[kSide];
+        // A unit is G adjacent channels: channels in order, each channel's splits in order;
+        // merge_w1/w2 hold Chan's weights n_b / n and n_a n_b / n of each step.
+        for (std::size_t j = 0, w = 0; j < G; ++j)
+          for (std::size_t i = 0; i < splits; ++i, ++w) {
+            const moments_f64* src = part + i * C + u0 + j;
+            const double w1 = merge_w1[w], w2 = merge_w2[w];
+            for (std::size_t u = 0; u < nu; ++u) {
+              const moments_f64& p = src[u * G];
+              if (w == 0) {
+                mean[u] = p.mean, m2[u] = p.m2;
+                continue;
+              }
+              const double delta = p.mean - mean[u];
+              mean[u] += delta * w1;
+              m2[u] += p.m2 + delta * delta * w2;
+            }
           }
-        const unit_stats s = finish(m);
-        unit_outputs(a, b * (C / G) + u0 / G, m, s);
-        for (std::size_t c = u0; c < u0 + G; ++c)
-          fold(s, std::int64_t(c), a, prm + c, prm + C + c, prm + 2 * C + c);
+        for (std::size_t u = 0; u < nu; ++u) {
+          const moments_f64 m{mean[u], m2[u]};
+          const unit_stats s = finish(m);
+          const std::size_t c = u0 + u * G;
+          unit_outputs(a, b * (C / G) + c / G, m, s);
+          for (std::size_t k = c; k < c + G; ++k)
+            fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
+        }
       }
     }
   }
@@ -576,9 +633,17 @@ void schedule(channel_norm_plan& p) {
   }
   if (g.columns) {
     const std::size_t B = std::size_t(g.B), R = std::size_t(g.R), C = std::size_t(g.C);
+    // splits of at least one 64-row statistics chunk, enough of them to feed the threads
     p.splits = std::max<std::size_t>(
-        1, std::min({R, kMaxColumnSplits, ceil_div(kMaxColumnSplits, B), R * C / kTaskElements}));
+        1, std::min({R / 64, kMaxColumnSplits, ceil_div(kMaxColumnSplits, B), R * C / kTaskElements}));
     const std::size_t G = std::size_t(g.group);
+    for (std::size_t j = 0; j < G; ++j)
+      for (std::size_t i = 0; i < p.splits; ++i) {
+        const double r0 = double(R * i / p.splits), r1 = double(R * (i + 1) / p.splits);
+        const double na = double(j) * double(R) + r0, nb = r1 - r0;
+        p.merge_w1.push_back(nb / (na + nb));
+        p.merge_w2.push_back(na * nb / (na + nb));
+      }
     p.chan_block = G * std::max<std::size_t>(1, 4096 / (p.splits * G));
     p.rows_per_task = std::max<std::size_t>(1, kTaskElements / C);
     p.phases.push_back({phase_kind::col_partial, B * p.splits});
@@ -596,11 +661,11 @@ void schedule(channel_norm_plan& p) {
       parts = per_seg * std::size_t(g.nseg);
     }
     if (parts <= 1) {
-      p.units_per_task = ceil_div(kTaskElements, n);
+      p.units_per_task = std::min(units, ceil_div(ceil_div(kTaskElements, n), 4) * 4);
       p.phases.push_back({phase_kind::fused_units, ceil_div(units, p.units_per_task)});
     } else {
       p.parts = parts;
-      const std::size_t wave_budget = last_level_cache_bytes() / 4;
+      const std::size_t wave_budget = std::min(last_level_cache_bytes() / 4, kWaveBytes);
       const std::size_t per_wave = std::max<std::size_t>(1, wave_budget / (n * sizeof(float)));
       for (std::size_t q = 0; q < units; q += per_wave) {
         const std::size_t w = std::min(per_wave, units - q);

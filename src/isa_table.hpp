@@ -69,10 +69,11 @@ struct row_affine_job {
   bool stream = false;
 };
 
-/// Moments of `count` segments of `len` dense floats, segment k at x + k * stride, taken in
-/// order as one row (channel_moments-inl.hpp).
-using segment_moments_fn = moments_f64 (*)(const float* x, std::ptrdiff_t stride,
-                                           std::size_t count, std::size_t len);
+/// out[u] = moments of unit u < units: `count` segments of `len` dense floats, segment k at
+/// x[u] + k * stride, taken in order as one row (channel_moments-inl.hpp).
+using segment_moments_fn = void (*)(const float* const* x, std::size_t units,
+                                    std::ptrdiff_t stride, std::size_t count, std::size_t len,
+                                    moments_f64* out);
 /// out[c] = moments of column c over `rows` rows of `cols` dense floats, row r at x + r * stride.
 using column_moments_fn = void (*)(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
                                    std::size_t cols, moments_f64* out);

@@ -182,7 +182,7 @@ static void test_isa(void) {
     CHECK_FAILS(simdnorm_force_isa(foreign), SIMDNORM_UNSUPPORTED_ISA, simdnorm_isa_name(foreign));
     CHECK(simdnorm_active_isa() == now);  /* a failed force changes nothing */
   }
-  CHECK_FAILS(simdnorm_force_isa((simdnorm_isa)-1), SIMDNORM_INVALID_ARGUMENT, "not an ISA");
+  CHECK_FAILS(simdnorm_force_isa((simdnorm_isa)99), SIMDNORM_INVALID_ARGUMENT, "not an ISA");
   CHECK_FAILS(simdnorm_isa_from_name(NULL, &parsed), SIMDNORM_INVALID_ARGUMENT, "null");
   CHECK_FAILS(simdnorm_isa_from_name("scalar", NULL), SIMDNORM_INVALID_ARGUMENT, "null");
   simdnorm_reset_isa();
@@ -380,6 +380,156 @@ static void test_rms_norm(void) {
   simdnorm_plan_destroy(p);
 }
 
+/* Mean and biased variance of x over the (n, c) positions of an NCHW tensor selected by `pick`. */
+typedef int (*pick_fn)(size_t n, size_t c, size_t key);
+static void moments(const float* x, size_t N, size_t C, size_t HW, pick_fn pick, size_t key,
+                    double* mean, double* var) {
+  size_t n, c, i, count = 0;
+  double s = 0, q = 0;
+  for (n = 0; n < N; ++n)
+    for (c = 0; c < C; ++c)
+      if (pick(n, c, key))
+        for (i = 0; i < HW; ++i) s += x[(n * C + c) * HW + i], ++count;
+  *mean = s / (double)count;
+  for (n = 0; n < N; ++n)
+    for (c = 0; c < C; ++c)
+      if (pick(n, c, key))
+        for (i = 0; i < HW; ++i) q += (x[(n * C + c) * HW + i] - *mean) * (x[(n * C + c) * HW + i] - *mean);
+  *var = q / (double)count;
+}
+static int pick_channel(size_t n, size_t c, size_t key) { (void)n; return c == key; }
+static int pick_instance(size_t n, size_t c, size_t key) { return n * 4 + c == key; }
+static int pick_group(size_t n, size_t c, size_t key) { return n * 2 + c / 2 == key; }  /* 2 groups of 2 */
+
+/* y[(n, c, i)] == (x - mean) * rstd (no affine) where mean/var come from the group `key_of` names. */
+static double max_norm_error(const float* x, const float* y, size_t N, size_t C, size_t HW,
+                             pick_fn pick, size_t (*key_of)(size_t n, size_t c), double eps) {
+  double worst = 0, mean, var;
+  size_t n, c, i;
+  for (n = 0; n < N; ++n)
+    for (c = 0; c < C; ++c) {
+      moments(x, N, C, HW, pick, key_of(n, c), &mean, &var);
+      for (i = 0; i < HW; ++i) {
+        const size_t k = (n * C + c) * HW + i;
+        const double err = fabs((x[k] - mean) / sqrt(var + eps) - y[k]);
+        if (!(err <= worst)) worst = err;
+      }
+    }
+  return worst;
+}
+static size_t key_channel(size_t n, size_t c) { (void)n; return c; }
+static size_t key_instance(size_t n, size_t c) { return n * 4 + c; }
+static size_t key_group(size_t n, size_t c) { return n * 2 + c / 2; }
+
+/* BatchNorm (inference and training), GroupNorm, InstanceNorm and MeanVarianceNormalization on
+ * a small NCHW tensor against float64 references, plus their parameter errors. */
+static void test_channel_ops(void) {
+  enum { N = 2, C = 4, H = 3, W = 5, HW = H * W, SIZE = N * C * HW };
+  static float x[SIZE], y[SIZE], y2[SIZE];
+  const int64_t shape[4] = {N, C, H, W};
+  float rmean[C], rvar[C], bmean[C], brstd[C], g[C], b[C];
+  int64_t batches = 0;
+  simdnorm_tensor_desc d;
+  simdnorm_batch_norm_params bn = simdnorm_batch_norm_params_default();
+  simdnorm_group_norm_params gn = simdnorm_group_norm_params_default();
+  simdnorm_instance_norm_params in = simdnorm_instance_norm_params_default();
+  simdnorm_mean_variance_norm_params mvn = simdnorm_mean_variance_norm_params_default();
+  simdnorm_plan_t p = NULL;
+  simdnorm_norm_args a;
+  size_t c, i;
+  double worst = 0;
+
+  CHECK(bn.layout == SIMDNORM_NCHW && bn.eps == 1e-5f && bn.training == 0 && bn.momentum == 0.1f);
+  CHECK(bn.convention == SIMDNORM_MOMENTUM_PYTORCH && bn.running_mean == NULL && bn.cumulative == 0);
+  CHECK(gn.num_groups == 1 && gn.eps == 1e-5f && gn.per_group_affine == 0);
+  CHECK(in.layout == SIMDNORM_NCHW && in.eps == 1e-5f);
+  CHECK(mvn.num_axes == 3 && mvn.axes[0] == 0 && mvn.axes[1] == 2 && mvn.axes[2] == 3);
+
+  fill(x, SIZE, 21, 3.f);
+  fill(g, C, 22, 1.f);
+  fill(b, C, 23, 0.f);
+  CHECK(simdnorm_tensor_contiguous(&d, 4, shape) == SIMDNORM_OK);
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y;
+
+  /* Inference: the running statistics are folded into the plan. */
+  for (c = 0; c < C; ++c) rmean[c] = 0.5f * (float)c, rvar[c] = 1.f + (float)c;
+  bn.running_mean = rmean; bn.running_var = rvar; bn.gamma = g; bn.beta = b;
+  CHECK(simdnorm_plan_batch_norm(&d, &d, &bn, &p) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_rows(p) == C && simdnorm_plan_row_length(p) == N * HW);
+  CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
+  simdnorm_plan_destroy(p);
+  for (i = 0; i < SIZE; ++i) {
+    const size_t ch = i / HW % C;
+    const double want = (x[i] - rmean[ch]) / sqrt(rvar[ch] + 1e-5) * g[ch] + b[ch];
+    const double err = fabs(want - y[i]);
+    if (!(err <= worst)) worst = err;
+  }
+  CHECK(worst <= 1e-5);
+  memcpy(y2, y, sizeof y);
+  memset(y, 0, sizeof y);
+  CHECK(simdnorm_batch_norm(&d, &d, &bn, &a, NULL) == SIMDNORM_OK);  /* one-shot: same bits */
+  CHECK(memcmp(y, y2, sizeof y) == 0);
+
+  /* Training: batch statistics, saved mean/rstd, running statistics updated (PyTorch rule). */
+  bn = simdnorm_batch_norm_params_default();
+  bn.training = 1;
+  for (c = 0; c < C; ++c) rmean[c] = 0.f, rvar[c] = 1.f;
+  a.mean = bmean; a.rstd = brstd; a.running_mean = rmean; a.running_var = rvar;
+  a.num_batches_tracked = &batches;
+  CHECK(simdnorm_batch_norm(&d, &d, &bn, &a, NULL) == SIMDNORM_OK);
+  CHECK(batches == 1);
+  CHECK(max_norm_error(x, y, N, C, HW, pick_channel, key_channel, 1e-5) <= 1e-5);
+  for (c = 0; c < C; ++c) {
+    double mean, var;
+    moments(x, N, C, HW, pick_channel, c, &mean, &var);
+    CHECK(fabs(bmean[c] - mean) <= 1e-5 * fabs(mean) + 1e-6);
+    CHECK(fabs(rmean[c] - 0.1 * mean) <= 1e-5);
+    CHECK(fabs(rvar[c] - (0.9 + 0.1 * var * (N * HW) / (N * HW - 1))) <= 1e-5);  /* unbiased */
+  }
+  bn.convention = (simdnorm_momentum_convention)5;
+  CHECK_FAILS(simdnorm_batch_norm(&d, &d, &bn, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "convention");
+  CHECK(batches == 1);  /* untouched by the failure */
+  bn = simdnorm_batch_norm_params_default();
+  bn.layout = (simdnorm_channel_layout)2;
+  CHECK_FAILS(simdnorm_plan_batch_norm(&d, &d, &bn, &p), SIMDNORM_INVALID_ARGUMENT, "layout");
+  CHECK(simdnorm_plan_batch_norm(&d, &d, NULL, &p) == SIMDNORM_INVALID_ARGUMENT);  /* no running stats */
+  CHECK(p == NULL);
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y;
+
+  /* GroupNorm, 2 groups of 2 channels. */
+  gn.num_groups = 2;
+  CHECK(simdnorm_plan_group_norm(&d, &d, &gn, &p) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
+  simdnorm_plan_destroy(p);
+  CHECK(max_norm_error(x, y, N, C, HW, pick_group, key_group, 1e-5) <= 1e-5);
+  CHECK(simdnorm_group_norm(&d, &d, &gn, &a, NULL) == SIMDNORM_OK);
+  gn.num_groups = 3;
+  CHECK_FAILS(simdnorm_plan_group_norm(&d, &d, &gn, &p), SIMDNORM_INVALID_ARGUMENT, "num_groups");
+
+  /* InstanceNorm. */
+  CHECK(simdnorm_plan_instance_norm(&d, &d, NULL, &p) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
+  simdnorm_plan_destroy(p);
+  CHECK(max_norm_error(x, y, N, C, HW, pick_instance, key_instance, 1e-5) <= 1e-5);
+  CHECK(simdnorm_instance_norm(&d, &d, &in, &a, NULL) == SIMDNORM_OK);
+  in.stores = (simdnorm_store_policy)3;
+  CHECK_FAILS(simdnorm_plan_instance_norm(&d, &d, &in, &p), SIMDNORM_INVALID_ARGUMENT, "stores");
+
+  /* MeanVarianceNormalization over axes {0, 2, 3}: per channel, like BatchNorm training with
+   * eps added to the standard deviation. */
+  CHECK(simdnorm_plan_mean_variance_norm(&d, &d, NULL, &p) == SIMDNORM_OK);
+  CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
+  simdnorm_plan_destroy(p);
+  CHECK(max_norm_error(x, y, N, C, HW, pick_channel, key_channel, 0) <= 1e-5);
+  CHECK(simdnorm_mean_variance_norm(&d, &d, &mvn, &a, NULL) == SIMDNORM_OK);
+  mvn.num_axes = 0;
+  CHECK(simdnorm_mean_variance_norm(&d, &d, &mvn, &a, NULL) == SIMDNORM_INVALID_ARGUMENT);
+}
+
 int main(void) {
   CHECK(simdnorm_last_error_message()[0] == '\0');  /* nothing failed yet */
   test_status();
@@ -389,6 +539,7 @@ int main(void) {
   test_plan_errors();
   test_layer_norm_paths();
   test_rms_norm();
+  test_channel_ops();
   printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
          simdnorm_isa_name(simdnorm_active_isa()), g_failures);
   return g_failures ? 1 : 0;

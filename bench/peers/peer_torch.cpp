@@ -50,7 +50,7 @@ std::string capability() {
 // kernel itself); with mmap off it does not reuse the freed block either (the aligned request
 // is larger than the freed chunk), so the heap grows and each call touches new memory.
 // A user who cares runs jemalloc or tcmalloc, which hand the same warm block back. This
-// allocator does that through libtorch's own hook (c10::SetCPUAllocator): blocks of 1 MiB and
+// allocator does that through libtorch's own hook (c10::SetCPUAllocator): blocks of 64 KiB and
 // more are kept by size after they are freed and reused, 2 MiB-aligned with transparent huge
 // pages as simdnorm's benchmark buffers are; smaller ones go to the default allocator.
 // It favours libtorch: allocation stays in its numbers, page faults do not.
@@ -83,8 +83,19 @@ class caching_cpu_allocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
+  /// True when `p` lies in a block this allocator made (blocks are never given back).
+  static bool owns(const void* p) {
+    std::lock_guard<std::mutex> lock(pool().mu);
+    for (const auto& kv : pool().size) {
+      const char* b = static_cast<const char*>(kv.first);
+      if (static_cast<const char*>(p) >= b && static_cast<const char*>(p) < b + kv.second)
+        return true;
+    }
+    return false;
+  }
+
  private:
-  static constexpr std::size_t kMin = std::size_t(1) << 20, kAlign = std::size_t(2) << 20;
+  static constexpr std::size_t kMin = std::size_t(64) << 10, kAlign = std::size_t(2) << 20;
   struct pool_t {
     std::mutex mu;
     std::unordered_map<void*, std::size_t> size;
@@ -103,7 +114,7 @@ class caching_cpu_allocator final : public c10::Allocator {
 
 class torch_op final : public peer_op {
  public:
-  torch_op(const problem& p, const io& b, int threads) : p_(p), threads_(threads) {
+  torch_op(const problem& p, const io& b, int threads) : p_(p), threads_(threads), y_(b.y) {
     set_threads();
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
     auto* x = const_cast<float*>(b.x);
@@ -153,6 +164,13 @@ class torch_op final : public peer_op {
     return out_.data_ptr<float>();
   }
 
+  // The output block itself when the caching allocator made it (it never returns memory, so
+  // writing there between runs is safe even if a later run got another block), else y.
+  float* copy_target() override {
+    float* p = out_.defined() ? out_.data_ptr<float>() : nullptr;
+    return p && caching_cpu_allocator::owns(p) ? p : y_;
+  }
+
  private:
   void set_threads() {
     // ATen applies its thread count once per thread, lazily; do it before setting ours, so that
@@ -163,6 +181,7 @@ class torch_op final : public peer_op {
 
   problem p_;
   int threads_;
+  float* y_;
   at::Tensor x_, g_, b_, rm_, rv_, out_;
 };
 

@@ -65,6 +65,10 @@ class peer_op {
   virtual void run() = 0;
   /// After run(): the output in the problem's layout (dense). Untimed; may convert.
   virtual const float* output() = 0;
+  /// After run(): where the benchmark's interleaved copy (of elements() floats) may write
+  /// between runs: the memory the op writes its output to, so that the copy limit is measured
+  /// with the caches as the op leaves them. The y buffer for peers that write in place.
+  virtual float* copy_target() = 0;
 };
 
 /// One peer implementation.

@@ -39,7 +39,9 @@ typedef enum simdnorm_status {
   SIMDNORM_SIZE_OVERFLOW = 3,      /**< element counts or extents that do not fit in 64 bits */
   SIMDNORM_UNSUPPORTED_ISA = 4,    /**< an ISA not compiled in, or that this CPU cannot run */
   SIMDNORM_OUT_OF_MEMORY = 5,      /**< an allocation (plan handle, workspace) failed */
-  SIMDNORM_INTERNAL_ERROR = 6      /**< an executor threw, or another condition that is a bug */
+  SIMDNORM_INTERNAL_ERROR = 6,     /**< an executor threw, or another condition that is a bug */
+  SIMDNORM_STATUS_MAX_ENUM = 0x7FFFFFFF /**< not a status: makes every enum here 32-bit, and
+                                           any value 0..INT32_MAX valid to pass to C++ */
 } simdnorm_status;
 
 /** Short, stable name of a status ("ok", "invalid_argument", ...); "unknown" if out of range. */
@@ -58,7 +60,8 @@ typedef enum simdnorm_isa {
   SIMDNORM_ISA_SSE4_2 = 2,   /**< SSE4.2, 4 lanes */
   SIMDNORM_ISA_AVX2_FMA = 3, /**< AVX2 + FMA3, 8 lanes */
   SIMDNORM_ISA_AVX512BW = 4, /**< AVX-512 F+CD+DQ+BW, 16 lanes */
-  SIMDNORM_ISA_NEON64 = 5    /**< AArch64 Advanced SIMD, 4 lanes */
+  SIMDNORM_ISA_NEON64 = 5,   /**< AArch64 Advanced SIMD, 4 lanes */
+  SIMDNORM_ISA_MAX_ENUM = 0x7FFFFFFF /**< not an ISA (see SIMDNORM_STATUS_MAX_ENUM) */
 } simdnorm_isa;
 
 /** The ISA's name as used by SIMDNORM_ISA ("avx2_fma"), or "unknown". */
@@ -106,7 +109,8 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc*
 typedef enum simdnorm_store_policy {
   SIMDNORM_STORES_AUTOMATIC = 0, /**< streaming when x and y together exceed the last-level cache */
   SIMDNORM_STORES_REGULAR = 1,
-  SIMDNORM_STORES_STREAMING = 2
+  SIMDNORM_STORES_STREAMING = 2,
+  SIMDNORM_STORES_MAX_ENUM = 0x7FFFFFFF /**< not a policy (see SIMDNORM_STATUS_MAX_ENUM) */
 } simdnorm_store_policy;
 
 /** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
@@ -129,8 +133,69 @@ SIMDNORM_EXPORT simdnorm_layer_norm_params simdnorm_layer_norm_params_default(vo
 /** The defaults of the C++ API (normalized_ndim 1, eps 1e-6, automatic). */
 SIMDNORM_EXPORT simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void);
 
-/** Pointers for one run of a LayerNorm or RMSNorm plan (see simdnorm::norm_args). Zero-initialize
- * it and set what you use. y may alias x exactly (in place). */
+/** Where the channel axis is (see simdnorm::channel_layout). */
+typedef enum simdnorm_channel_layout {
+  SIMDNORM_NCHW = 0, /**< (N, C, D1..Dk): channel axis 1 (channels-last strides accepted too) */
+  SIMDNORM_NHWC = 1, /**< (N, D1..Dk, C): channel axis ndim - 1 */
+  SIMDNORM_LAYOUT_MAX_ENUM = 0x7FFFFFFF
+} simdnorm_channel_layout;
+
+/** Running-statistics update rule of BatchNorm training (see simdnorm::momentum_convention). */
+typedef enum simdnorm_momentum_convention {
+  SIMDNORM_MOMENTUM_PYTORCH = 0, /**< running = (1-m) running + m batch, unbiased batch variance */
+  SIMDNORM_MOMENTUM_ONNX = 1,    /**< running = m running + (1-m) batch, biased batch variance */
+  SIMDNORM_MOMENTUM_MAX_ENUM = 0x7FFFFFFF
+} simdnorm_momentum_convention;
+
+/** BatchNorm, inference (running statistics folded into the plan) or training-mode forward
+ * (batch statistics; running statistics in simdnorm_norm_args). See simdnorm::batch_norm_params. */
+typedef struct simdnorm_batch_norm_params {
+  simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
+  float eps;                        /**< >= 0, not NaN; default 1e-5 */
+  int32_t training;                 /**< nonzero: batch statistics; default 0 */
+  int32_t fuse_relu;                /**< nonzero: y = max(y, 0); default 0 */
+  simdnorm_store_policy stores;     /**< default SIMDNORM_STORES_AUTOMATIC */
+  const float* running_mean;        /**< inference: [C], required; read while the plan is made */
+  const float* running_var;         /**< inference: [C], required, every value >= 0 */
+  const float* gamma;               /**< inference: [C] or NULL (1) */
+  const float* beta;                /**< inference: [C] or NULL (0) */
+  float momentum;                   /**< training: in [0, 1]; default 0.1 */
+  simdnorm_momentum_convention convention; /**< training: default SIMDNORM_MOMENTUM_PYTORCH */
+  int32_t cumulative;               /**< training: nonzero: cumulative average (momentum=None) */
+} simdnorm_batch_norm_params;
+
+/** GroupNorm (see simdnorm::group_norm_params). */
+typedef struct simdnorm_group_norm_params {
+  int32_t num_groups;               /**< >= 1 and divides C; default 1 */
+  simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
+  float eps;                        /**< default 1e-5 */
+  int32_t per_group_affine;         /**< nonzero: gamma and beta have num_groups entries */
+  simdnorm_store_policy stores;
+} simdnorm_group_norm_params;
+
+/** InstanceNorm, ndim >= 3 (see simdnorm::instance_norm_params). */
+typedef struct simdnorm_instance_norm_params {
+  simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
+  float eps;                        /**< default 1e-5 */
+  simdnorm_store_policy stores;
+} simdnorm_instance_norm_params;
+
+/** ONNX MeanVarianceNormalization (see simdnorm::mean_variance_norm_params for the axes). */
+typedef struct simdnorm_mean_variance_norm_params {
+  int32_t num_axes;                 /**< 1..ndim; default 3 */
+  int32_t axes[SIMDNORM_MAX_DIMS];  /**< distinct, each in [-ndim, ndim); default {0, 2, 3} */
+  float eps;                        /**< added to sqrt(var); default 1e-9 */
+  simdnorm_store_policy stores;
+} simdnorm_mean_variance_norm_params;
+
+/** The defaults of the C++ API for each op (as documented on the fields). */
+SIMDNORM_EXPORT simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void);
+SIMDNORM_EXPORT simdnorm_group_norm_params simdnorm_group_norm_params_default(void);
+SIMDNORM_EXPORT simdnorm_instance_norm_params simdnorm_instance_norm_params_default(void);
+SIMDNORM_EXPORT simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(void);
+
+/** Pointers for one run of a plan (see simdnorm::norm_args). Zero-initialize it and set what
+ * you use. y may alias x exactly (in place). */
 typedef struct simdnorm_norm_args {
   const float* x;     /**< required */
   float* y;           /**< required */
@@ -139,6 +204,12 @@ typedef struct simdnorm_norm_args {
   float* mean;        /**< optional per-row output (LayerNorm only) */
   float* rstd;        /**< optional per-row output 1/sqrt(var + eps) (RMSNorm: 1/rms) */
   void* workspace;    /**< simdnorm_plan_workspace_bytes() bytes, 64-byte aligned, for run() */
+  /* BatchNorm training only (see simdnorm::norm_args). For the channel ops gamma and beta have
+   * C entries (GroupNorm per-group form: num_groups), and mean and rstd receive one float per
+   * statistics group: C (BatchNorm), N * num_groups (GroupNorm), N * C (InstanceNorm). */
+  float* running_mean;           /**< [C], updated in place; optional, with running_var */
+  float* running_var;            /**< [C], updated in place */
+  int64_t* num_batches_tracked;  /**< incremented per call; required with `cumulative` */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks --------------------------------------------- */
@@ -175,6 +246,27 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_plan_rms_norm(const simdnorm_tensor_des
                                                        const simdnorm_rms_norm_params* params,
                                                        simdnorm_plan_t* out);
 
+/** Makes a BatchNorm plan (layout rules: simdnorm::plan::batch_norm). `params` NULL means the
+ * defaults: an inference plan without running statistics, which is refused. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_batch_norm(const simdnorm_tensor_desc* x,
+                                                         const simdnorm_tensor_desc* y,
+                                                         const simdnorm_batch_norm_params* params,
+                                                         simdnorm_plan_t* out);
+/** Makes a GroupNorm plan (simdnorm::plan::group_norm); `params` NULL means the defaults. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_group_norm(const simdnorm_tensor_desc* x,
+                                                         const simdnorm_tensor_desc* y,
+                                                         const simdnorm_group_norm_params* params,
+                                                         simdnorm_plan_t* out);
+/** Makes an InstanceNorm plan (simdnorm::plan::instance_norm); `params` NULL means the defaults. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_instance_norm(const simdnorm_tensor_desc* x,
+                                                            const simdnorm_tensor_desc* y,
+                                                            const simdnorm_instance_norm_params* params,
+                                                            simdnorm_plan_t* out);
+/** Makes a MeanVarianceNormalization plan; `params` NULL means the defaults. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_mean_variance_norm(
+    const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+    const simdnorm_mean_variance_norm_params* params, simdnorm_plan_t* out);
+
 /** Frees a plan. NULL is ignored. */
 SIMDNORM_EXPORT void simdnorm_plan_destroy(simdnorm_plan_t plan);
 
@@ -209,6 +301,23 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_layer_norm(const simdnorm_tensor_desc* 
 SIMDNORM_EXPORT simdnorm_status simdnorm_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
                                                   const simdnorm_rms_norm_params* params,
                                                   const simdnorm_norm_args* args, const simdnorm_executor* exec);
+
+/** One-shot BatchNorm, GroupNorm, InstanceNorm and MeanVarianceNormalization: make a plan,
+ * execute it on `exec` (NULL: default), free it. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_batch_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                                    const simdnorm_batch_norm_params* params,
+                                                    const simdnorm_norm_args* args, const simdnorm_executor* exec);
+SIMDNORM_EXPORT simdnorm_status simdnorm_group_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                                    const simdnorm_group_norm_params* params,
+                                                    const simdnorm_norm_args* args, const simdnorm_executor* exec);
+SIMDNORM_EXPORT simdnorm_status simdnorm_instance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                                                       const simdnorm_instance_norm_params* params,
+                                                       const simdnorm_norm_args* args, const simdnorm_executor* exec);
+SIMDNORM_EXPORT simdnorm_status simdnorm_mean_variance_norm(const simdnorm_tensor_desc* x,
+                                                            const simdnorm_tensor_desc* y,
+                                                            const simdnorm_mean_variance_norm_params* params,
+                                                            const simdnorm_norm_args* args,
+                                                            const simdnorm_executor* exec);
 
 #ifdef __cplusplus
 }  /* extern "C" */

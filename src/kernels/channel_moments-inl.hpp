@@ -9,7 +9,8 @@
 //   are merged in double with Chan's formula, in chunk order. Never E[x^2] - E[x]^2.
 //
 // segment_moments: `count` segments of `len` dense floats at a constant stride, taken as one
-//   row in segment order: an NCHW channel (N planes of H*W), a GroupNorm group (C/G planes).
+//   row in segment order: an NCHW channel (N planes of H*W), a GroupNorm group (C/G planes);
+//   up to 4 such units at once (adjacent channels: memory order, overlapping scalar tails).
 //   Contiguous segments (stride == len) are one row and go through rows_moments_f32, so a
 //   dense group or plane gets the row kernel's statistics bit for bit. Segments of at least
 //   kMomentChunk elements are rows of their own, merged in order. Shorter segments (7x7,
@@ -59,117 +60,141 @@ inline auto last_lanes_mask(std::size_t t) {
   return load<V>(kIota) >= V(float(V::size - t));
 }
 
-template <class V>
-moments_f64 segment_moments(const float* x, std::ptrdiff_t stride, std::size_t count,
-                            std::size_t len) {
+/// Moments of R units at once; unit r is `count` segments of `len` floats at x[r] + k * stride.
+/// Each unit goes through exactly the operations of the R = 1 case (bitwise independent of R);
+/// interleaving lets the units' dependent scalar tails overlap, and adjacent units (NCHW
+/// channels c..c+R-1) are read in memory order.
+template <class V, std::size_t R>
+void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_t count,
+                        std::size_t len, moments_f64* out) {
   constexpr std::size_t W = V::size;
-  row_moments m;
-  if (count == 1 || stride == std::ptrdiff_t(len)) {
-    rows_moments_f32<V, true, 1>(&x, count * len, &m);
-    return {m.mean, m.m2};
+  row_moments m[R];
+  if (count == 1 || stride == std::ptrdiff_t(len)) {  // contiguous: the row kernel
+    rows_moments_f32<V, true, R>(x, count * len, m);
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {m[r].mean, m[r].m2};
+    return;
   }
-  double mean = 0.0, m2 = 0.0;
-  if (len >= kMomentChunk) {  // long segments: rows of their own, 4 at a time, merged in order
-    std::size_t k = 0;
-    for (; k + 4 <= count; k += 4) {
-      const float* xs[4] = {x + std::ptrdiff_t(k) * stride, x + std::ptrdiff_t(k + 1) * stride,
-                            x + std::ptrdiff_t(k + 2) * stride, x + std::ptrdiff_t(k + 3) * stride};
-      row_moments r[4];
-      rows_moments_f32<V, true, 4>(xs, len, r);
-      for (std::size_t j = 0; j < 4; ++j)
-        merge_moments(double(k + j) * double(len), mean, m2, double(len), r[j].mean, r[j].m2);
+  double mean[R], m2[R];
+  if (len >= kMomentChunk) {  // long segments: rows of their own, R at a time, merged in order
+    for (std::size_t k = 0; k < count; ++k) {
+      const float* xs[R];
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) xs[r] = x[r] + std::ptrdiff_t(k) * stride;
+      rows_moments_f32<V, true, R>(xs, len, m);
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r)
+        merge_moments(double(k) * double(len), mean[r], m2[r], double(len), m[r].mean, m[r].m2);
     }
-    for (; k < count; ++k) {
-      const float* xs = x + std::ptrdiff_t(k) * stride;
-      rows_moments_f32<V, true, 1>(&xs, len, &m);
-      merge_moments(double(k) * double(len), mean, m2, double(len), m.mean, m.m2);
-    }
-    return {mean, m2};
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
+    return;
   }
 
   // Short segments, packed whole into chunks.
   const std::size_t per_chunk = kMomentChunk / len;
   const std::size_t t = len % W, body = len - t;  // body: whole vectors
   const bool overlap = W > 1 && t != 0 && len >= W;
-  const float p = x[0];
-  const V vp(p);
+  float p[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = x[r][0];
   for (std::size_t k0 = 0; k0 < count; k0 += per_chunk) {
     const std::size_t k1 = count - k0 < per_chunk ? count : k0 + per_chunk;
     const double n_chunk = double((k1 - k0) * len);
 
-    // Pass A: sum of (x - p).
-    V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-    float ts = 0.f;
+    // Pass A: sum of (x - p); a segment's vectors go round-robin to 4 accumulators.
+    V a[R][4];
+    float ts[R];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
+      ts[r] = 0.f;
+    }
     for (std::size_t k = k0; k < k1; ++k) {
-      const float* c = x + std::ptrdiff_t(k) * stride;
-      std::size_t i = 0;
-      for (; i + 4 * W <= body; i += 4 * W) {
-        a0 += load<V>(c + i) - vp;
-        a1 += load<V>(c + i + W) - vp;
-        a2 += load<V>(c + i + 2 * W) - vp;
-        a3 += load<V>(c + i + 3 * W) - vp;
-      }
-      if (i + 2 * W <= body) {
-        a0 += load<V>(c + i) - vp;
-        a1 += load<V>(c + i + W) - vp;
-        i += 2 * W;
-      }
-      if (i + W <= body) {
-        a2 += load<V>(c + i) - vp;
-        i += W;
-      }
-      if constexpr (W > 1) {
-        if (overlap) {
-          a3 += select(last_lanes_mask<V>(t), load<V>(c + len - W) - vp, V(0.f));
-        } else {
-          for (; i < len; ++i) ts += c[i] - p;
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const float* c = x[r] + std::ptrdiff_t(k) * stride;
+        const V vp(p[r]);
+        std::size_t i = 0;
+        for (; i + 4 * W <= body; i += 4 * W) {
+          a[r][0] += load<V>(c + i) - vp;
+          a[r][1] += load<V>(c + i + W) - vp;
+          a[r][2] += load<V>(c + i + 2 * W) - vp;
+          a[r][3] += load<V>(c + i + 3 * W) - vp;
+        }
+        if (i + 2 * W <= body) {
+          a[r][0] += load<V>(c + i) - vp;
+          a[r][1] += load<V>(c + i + W) - vp;
+          i += 2 * W;
+        }
+        if (i + W <= body) {
+          a[r][2] += load<V>(c + i) - vp;
+          i += W;
+        }
+        if constexpr (W > 1) {
+          if (overlap) {
+            a[r][3] += select(last_lanes_mask<V>(t), load<V>(c + len - W) - vp, V(0.f));
+          } else {
+            for (; i < len; ++i) ts[r] += c[i] - p[r];
+          }
         }
       }
     }
-    const float s = hadd((a0 + a1) + (a2 + a3)) + ts;
-    const float center = p + float(double(s) / n_chunk);
+    float s[R], center[R];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      s[r] = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
+      center[r] = p[r] + float(double(s[r]) / n_chunk);
+    }
 
     // Pass B: sum of (x - center)^2, from L1.
-    const V vc(center);
-    V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
-    float tq = 0.f;
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
+      ts[r] = 0.f;
+    }
     for (std::size_t k = k0; k < k1; ++k) {
-      const float* c = x + std::ptrdiff_t(k) * stride;
-      std::size_t i = 0;
-      for (; i + 4 * W <= body; i += 4 * W) {
-        const V d0 = load<V>(c + i) - vc, d1 = load<V>(c + i + W) - vc;
-        const V d2 = load<V>(c + i + 2 * W) - vc, d3 = load<V>(c + i + 3 * W) - vc;
-        q0 = fma(d0, d0, q0);
-        q1 = fma(d1, d1, q1);
-        q2 = fma(d2, d2, q2);
-        q3 = fma(d3, d3, q3);
-      }
-      if (i + 2 * W <= body) {
-        const V d0 = load<V>(c + i) - vc, d1 = load<V>(c + i + W) - vc;
-        q0 = fma(d0, d0, q0);
-        q1 = fma(d1, d1, q1);
-        i += 2 * W;
-      }
-      if (i + W <= body) {
-        const V d = load<V>(c + i) - vc;
-        q2 = fma(d, d, q2);
-        i += W;
-      }
-      if constexpr (W > 1) {
-        if (overlap) {
-          const V d = select(last_lanes_mask<V>(t), load<V>(c + len - W) - vc, V(0.f));
-          q3 = fma(d, d, q3);
-        } else {
-          for (; i < len; ++i) tq += (c[i] - center) * (c[i] - center);
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const float* c = x[r] + std::ptrdiff_t(k) * stride;
+        const V vc(center[r]);
+        std::size_t i = 0;
+        for (; i + 4 * W <= body; i += 4 * W) {
+          const V d0 = load<V>(c + i) - vc, d1 = load<V>(c + i + W) - vc;
+          const V d2 = load<V>(c + i + 2 * W) - vc, d3 = load<V>(c + i + 3 * W) - vc;
+          a[r][0] = fma(d0, d0, a[r][0]);
+          a[r][1] = fma(d1, d1, a[r][1]);
+          a[r][2] = fma(d2, d2, a[r][2]);
+          a[r][3] = fma(d3, d3, a[r][3]);
+        }
+        if (i + 2 * W <= body) {
+          const V d0 = load<V>(c + i) - vc, d1 = load<V>(c + i + W) - vc;
+          a[r][0] = fma(d0, d0, a[r][0]);
+          a[r][1] = fma(d1, d1, a[r][1]);
+          i += 2 * W;
+        }
+        if (i + W <= body) {
+          const V d = load<V>(c + i) - vc;
+          a[r][2] = fma(d, d, a[r][2]);
+          i += W;
+        }
+        if constexpr (W > 1) {
+          if (overlap) {
+            const V d = select(last_lanes_mask<V>(t), load<V>(c + len - W) - vc, V(0.f));
+            a[r][3] = fma(d, d, a[r][3]);
+          } else {
+            for (; i < len; ++i) ts[r] += (c[i] - center[r]) * (c[i] - center[r]);
+          }
         }
       }
     }
-    const float q = hadd((q0 + q1) + (q2 + q3)) + tq;
-    double cm, cm2;
-    chunk_moments(p, s, center, q, n_chunk, cm, cm2);
-    merge_moments(double(k0 * len), mean, m2, n_chunk, cm, cm2);
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      const float q = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
+      double cm, cm2;
+      chunk_moments(p[r], s[r], center[r], q, n_chunk, cm, cm2);
+      merge_moments(double(k0 * len), mean[r], m2[r], n_chunk, cm, cm2);
+    }
   }
-  return {mean, m2};
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
+}
+
+/// Moments of `units` units, unit u at x[u]: 4 at a time, then one by one (same bits).
+template <class V>
+void segment_moments(const float* const* x, std::size_t units, std::ptrdiff_t stride,
+                     std::size_t count, std::size_t len, moments_f64* out) {
+  std::size_t u = 0;
+  for (; u + 4 <= units; u += 4) segments_moments_r<V, 4>(x + u, stride, count, len, out + u);
+  for (; u < units; ++u) segments_moments_r<V, 1>(x + u, stride, count, len, out + u);
 }
 
 /// Rows per chunk of column_moments: each lane sums this many values in float.

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The project's full test command. Stages, in order (pass names to run only some):
+#   release   Release build (library, tests, examples, benchmarks), the FULL test suite natively
+#   qemu-x86  the same test binaries under qemu-x86_64 -cpu Haswell / Nehalem: dispatch must
+#             fall back to avx2_fma / sse4_2 there and the suite must pass (quick mode)
+#   asan      AddressSanitizer + UBSan build, whole suite (quick mode), must be clean
+#   arm       aarch64 cross build (NEON), whole suite under qemu-aarch64 (quick mode), then the
+#             suite again with SIMDNORM_ISA=neon64 and on a NEON-only CPU model
+#   package   install (static and shared) to a temporary prefix; C++ and C consumer projects via
+#             find_package, pkg-config, add_subdirectory and FetchContent; exported symbols
+#
+# Environment: SIMDNORM_CI_BUILD (build root, default build-ci), SIMDNORM_CI_JOBS (default 2).
+# Every emulated run has a timeout. A summary of the wall time of each stage is printed at the end.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build=${SIMDNORM_CI_BUILD:-build-ci}
+jobs=${SIMDNORM_CI_JOBS:-2}
+export CMAKE_BUILD_PARALLEL_LEVEL=$jobs
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(release qemu-x86 asan arm package)
+
+say() { printf '\n==== %s ====\n' "$*"; }
+summary=()
+run_stage() {
+  local name=$1 t0=$SECONDS
+  say "stage $name"
+  "stage_$name"
+  summary+=("$(printf '%-9s %5ds' "$name" $((SECONDS - t0)))")
+}
+
+# The ISA the default dispatch must pick on this CPU, from the kernel's view of the CPU flags
+# (which also reflects what the OS enables): an independent check of src/dispatch.cpp.
+expected_native_isa() {
+  local flags
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
+  case "$(uname -m)" in
+    aarch64) echo neon64 ;;
+    x86_64)
+      if has avx512f avx512cd avx512dq avx512bw; then echo avx512bw
+      elif has avx2 fma; then echo avx2_fma
+      elif has sse4_2; then echo sse4_2
+      else echo sse2; fi ;;
+    *) echo scalar ;;
+  esac
+}
+
+configure() {  # configure <dir> <cmake args...>
+  local dir=$1; shift
+  mkdir -p "$(dirname "$dir")"
+  cmake -S "$root" -B "$dir" "${gen[@]}" -Wno-dev "$@" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+}
+
+# ---- release: native, full suite ------------------------------------------------------------
+stage_release() {
+  configure "$build/release" -DCMAKE_BUILD_TYPE=Release -DSIMDNORM_BUILD_EXAMPLES=ON \
+    -DSIMDNORM_BUILD_BENCHMARKS=ON -DSIMDNORM_BENCH_ONEDNN=OFF -DSIMDNORM_BENCH_TORCH=OFF \
+    -DSIMDNORM_QEMU_CPU_TESTS=ON
+  cmake --build "$build/release"
+  SIMDNORM_EXPECT_ISA=$(expected_native_isa) \
+    ctest --test-dir "$build/release" -LE qemu --output-on-failure -j"$jobs" --timeout 900
+  if [ -x "$build/release/bench/simdnorm_bench" ]; then  # the benchmark binary starts
+    "$build/release/bench/simdnorm_bench" --benchmark_list_tests >/dev/null
+  fi
+}
+
+# ---- qemu-x86: older x86 CPU models (test binaries of the release stage) ----------------------
+stage_qemu-x86() {
+  [ -d "$build/release" ] || stage_release
+  # ctest tests labelled qemu (tests/CMakeLists.txt): SIMDNORM_EXPECT_ISA, quick mode, timeouts.
+  timeout 1800 ctest --test-dir "$build/release" -L qemu --output-on-failure -j"$jobs" --timeout 900
+}
+
+# ---- asan: AddressSanitizer + UndefinedBehaviorSanitizer --------------------------------------
+stage_asan() {
+  configure "$build/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSIMDNORM_SANITIZE=ON \
+    -DSIMDNORM_BUILD_EXAMPLES=ON -DSIMDNORM_BUILD_BENCHMARKS=OFF
+  cmake --build "$build/asan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SIMDNORM_TEST_QUICK=1 \
+    ctest --test-dir "$build/asan" --output-on-failure -j"$jobs" --timeout 1200
+}
+
+# ---- arm: aarch64 cross build, tests under qemu-aarch64 ----------------------------------------
+# oneTBB is off: Debian's arm64 oneTBB needs multiarch (dpkg --add-architecture arm64), which
+# upgrades amd64 system packages and changes the qemu library setup (cmake/toolchains/...).
+# The TBB executor is plain C++ over oneTBB; the NEON kernels, dispatch and plans are what
+# this stage checks, and they are the same with the serial default executor.
+stage_arm() {
+  configure "$build/arm" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchains/aarch64-linux-gnu.cmake" \
+    -DSIMDNORM_WITH_TBB=OFF -DSIMDNORM_BUILD_EXAMPLES=ON -DSIMDNORM_BUILD_BENCHMARKS=ON
+  grep -q "benchmarks are not built" "$build/arm.configure.log" &&
+    echo "arm: Google Benchmark for arm64 not installed: bench skipped (see docs/isa.md)"
+  cmake --build "$build/arm"
+  export SIMDNORM_TEST_QUICK=1
+  SIMDNORM_EXPECT_ISA=neon64 \
+    timeout 1800 ctest --test-dir "$build/arm" --output-on-failure -j"$jobs" --timeout 900
+  local qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
+  [ -e /lib/ld-linux-aarch64.so.1 ] && qemu=(qemu-aarch64)  # multiarch libc: see the toolchain
+  # Forced by the environment, and on a core without SVE (Neoverse N1): NEON only.
+  SIMDNORM_ISA=neon64 SIMDNORM_EXPECT_ISA=neon64 \
+    timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" --minimal
+  QEMU_CPU=neoverse-n1 SIMDNORM_EXPECT_ISA=neon64 \
+    timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" --minimal
+  QEMU_CPU=neoverse-n1 timeout 300 "${qemu[@]}" "$build/arm/tests/simdnorm_test_c_api"
+  unset SIMDNORM_TEST_QUICK
+}
+
+# ---- package: install, consumers, exported symbols ---------------------------------------------
+consumer() {  # consumer <c|cxx> <build dir> <cmake args...>
+  local kind=$1 dir=$2; shift 2
+  cmake -S "$root/tests/consumer/$kind" -B "$dir" "${gen[@]}" "$@" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir"
+  ctest --test-dir "$dir" --output-on-failure
+}
+
+stage_package() {
+  local tmp
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' RETURN
+  local kind
+  for kind in static shared; do
+    local shared=OFF
+    [ $kind = shared ] && shared=ON
+    configure "$build/pkg-$kind" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$shared \
+      -DSIMDNORM_BUILD_TESTS=OFF -DSIMDNORM_BUILD_BENCHMARKS=OFF -DSIMDNORM_BUILD_EXAMPLES=OFF \
+      -DCMAKE_INSTALL_PREFIX="$tmp/$kind"
+    cmake --build "$build/pkg-$kind"
+    cmake --install "$build/pkg-$kind" >/dev/null
+    consumer cxx "$tmp/cxx-$kind" -DCMAKE_PREFIX_PATH="$tmp/$kind"
+    consumer c "$tmp/c-$kind" -DCMAKE_PREFIX_PATH="$tmp/$kind"
+    # pkg-config, from C with no CMake at all.
+    local pc=(pkg-config)
+    [ $kind = static ] && pc+=(--static)
+    if command -v pkg-config >/dev/null; then
+      local pcdir
+      pcdir=$(dirname "$(find "$tmp/$kind" -name simdnorm.pc)")
+      # shellcheck disable=SC2046
+      gcc -std=c99 -Wall -Wextra -pedantic "$root/tests/consumer/c/main.c" -o "$tmp/pc-$kind" \
+        $(PKG_CONFIG_PATH=$pcdir "${pc[@]}" --cflags --libs simdnorm) \
+        -Wl,-rpath,"$(dirname "$(find "$tmp/$kind" -name 'libsimdnorm.*' | head -1)")"
+      "$tmp/pc-$kind"
+    else
+      echo "package: pkg-config not installed, .pc check skipped"
+    fi
+  done
+
+  # The shared library exports the public API only: C functions simdnorm_* and namespace
+  # simdnorm (with the typeinfo and vtable of its classes), never simdnorm::detail, xsimd,
+  # oneTBB or libstdc++ template instantiations (cmake/simdnorm.map).
+  local so syms leaked
+  so=$(find "$tmp/shared" -name 'libsimdnorm.so.*.*' | head -1)
+  syms=$(nm -D --defined-only "$so" | awk '{ print $3 }' | c++filt)
+  leaked=$(grep -Ev '^((typeinfo|typeinfo name|vtable) for )?simdnorm(_|::)' <<<"$syms" || true)
+  leaked+=$(grep -E 'simdnorm::detail|xsimd|tbb' <<<"$syms" || true)
+  if [ -n "$leaked" ]; then
+    printf 'package: exported from %s but not public API:\n%s\n' "$so" "$leaked"
+    return 1
+  fi
+  echo "package: $(wc -l <<<"$syms") exported symbols, all public API"
+
+  # Source-tree users get the same simdnorm::simdnorm target.
+  consumer cxx "$tmp/cxx-subdir" -DSIMDNORM_CONSUME=add_subdirectory -DSIMDNORM_SOURCE_DIR="$root"
+  consumer c "$tmp/c-fetch" -DSIMDNORM_CONSUME=fetchcontent -DSIMDNORM_SOURCE_DIR="$root"
+}
+
+say "setup"
+"$root/scripts/setup.sh" --ci
+t_all=$SECONDS
+for s in "${stages[@]}"; do
+  declare -F "stage_$s" >/dev/null || { echo "ci.sh: unknown stage '$s'" >&2; exit 2; }
+  run_stage "$s"
+done
+say "summary (wall time per stage, $jobs jobs)"
+printf '%s\n' "${summary[@]}"
+printf '%-9s %5ds\n' total $((SECONDS - t_all))

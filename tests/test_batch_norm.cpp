@@ -1,0 +1,795 @@
+// BatchNorm (inference and training-mode forward) against the float64 oracle on every runnable
+// ISA: NCHW and NHWC, channel counts and plane sizes that hit every SIMD tail, affine, ReLU,
+// in place, misaligned; running statistics in both conventions and cumulative; bitwise thread
+// invariance; constant channels, large means, NaN/Inf confinement; every error path.
+#include <cmath>
+#include <limits>
+
+#include "channel_reference.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using simdnorm::isa;
+using simdnorm::tensor_desc;
+
+struct shape4 {
+  std::size_t N, C, H, W;
+  std::size_t S() const { return H * W; }
+  std::size_t numel() const { return N * C * H * W; }
+};
+
+tensor_desc desc(const shape4& s, bool nhwc) {
+  const auto n = std::int64_t(s.N), c = std::int64_t(s.C), h = std::int64_t(s.H), w = std::int64_t(s.W);
+  return nhwc ? tensor_desc::contiguous({n, h, w, c}) : tensor_desc::contiguous({n, c, h, w});
+}
+
+std::size_t spatial_side(std::size_t S, int k) {  // S in {1, 7, 49, 3136} as H x W
+  if (S == 49) return 7;
+  if (S == 3136) return 56;
+  return k == 0 ? S : 1;
+}
+
+/// x[N][C][S] with channel c ~ N(mu_c, sd_c) so that channels differ.
+std::vector<float> make_x(const shape4& s, std::uint32_t seed, double offset = 0.0) {
+  std::vector<float> x(s.numel());
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> d(0, 1);
+  for (std::size_t n = 0; n < s.N; ++n)
+    for (std::size_t c = 0; c < s.C; ++c) {
+      const double mu = offset + 0.5 * double(c % 5) - 1.0, sd = 0.5 + 0.25 * double(c % 3);
+      for (std::size_t i = 0; i < s.S(); ++i) x[(n * s.C + c) * s.S() + i] = float(mu + sd * d(rng));
+    }
+  return x;
+}
+
+struct bn_case {
+  shape4 shape;
+  bool nhwc = false, training = false, gamma = true, beta = true, relu = false, in_place = false;
+  std::size_t mis = 0;
+  simdnorm::executor* exec = nullptr;
+};
+
+void check_case(isa active, const bn_case& c, std::uint32_t seed) {
+  const shape4& sh = c.shape;
+  const std::size_t N = sh.N, C = sh.C, S = sh.S(), n_unit = N * S;
+  CAPTURE(N);
+  CAPTURE(C);
+  CAPTURE(S);
+  CAPTURE(c.nhwc);
+  CAPTURE(c.training);
+  CAPTURE(c.in_place);
+  const std::vector<float> x_nchw = make_x(sh, seed);
+  const std::vector<float> x_in = c.nhwc ? chref::to_nhwc(x_nchw.data(), N, C, S) : x_nchw;
+  test::buffer x(sh.numel(), c.mis), y(sh.numel(), (c.mis + 1) % 16);
+  std::copy(x_in.begin(), x_in.end(), x.data());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = 7.25f;
+  std::vector<float> g(C), b(C), rm(C), rv(C);
+  test::fill_normal(g.data(), C, seed + 1, 1.0, 0.5);
+  test::fill_normal(b.data(), C, seed + 2, 0.0, 1.0);
+  test::fill_normal(rm.data(), C, seed + 3, 0.0, 1.0);
+  for (std::size_t k = 0; k < C; ++k) rv[k] = 0.25f + float(k % 7) * 0.5f;
+  const std::vector<float> rm0 = rm, rv0 = rv;
+
+  simdnorm::batch_norm_params prm;
+  prm.layout = c.nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+  prm.training = c.training;
+  prm.fuse_relu = c.relu;
+  simdnorm::norm_args a;
+  std::vector<float> mean(C, -1.f), rstd(C, -1.f);
+  std::int64_t batches = 4;
+  if (c.training) {
+    a.gamma = c.gamma ? g.data() : nullptr;
+    a.beta = c.beta ? b.data() : nullptr;
+    a.running_mean = rm.data();
+    a.running_var = rv.data();
+    a.mean = mean.data();
+    a.rstd = rstd.data();
+    a.num_batches_tracked = &batches;
+  } else {
+    prm.running_mean = rm.data();
+    prm.running_var = rv.data();
+    prm.gamma = c.gamma ? g.data() : nullptr;
+    prm.beta = c.beta ? b.data() : nullptr;
+  }
+  simdnorm::plan p;
+  REQUIRE(simdnorm::plan::batch_norm(desc(sh, c.nhwc), desc(sh, c.nhwc), prm, &p).ok());
+  REQUIRE(p.kernel_isa() == active);
+  a.x = x.data();
+  a.y = c.in_place ? x.data() : y.data();
+  const simdnorm::status s = p.execute(a, c.exec);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const float* out_raw = c.in_place ? x.data() : y.data();
+  const std::vector<float> out = c.nhwc ? chref::to_nchw(out_raw, N, C, S)
+                                        : std::vector<float>(out_raw, out_raw + sh.numel());
+
+  const double eps = prm.eps;
+  const std::size_t seg = c.nhwc ? (C == 1 ? n_unit : test::lanes(active)) : S;
+  const double d = chref::depth(n_unit, test::lanes(active), seg);
+  std::size_t bad = 0;
+  std::string first;
+  auto fail = [&](const std::string& what) {
+    if (bad++ == 0) first = what;
+  };
+  for (std::size_t ch = 0; ch < C; ++ch) {
+    const double gc = c.gamma ? g[ch] : 1.0, bc = c.beta ? b[ch] : 0.0;
+    chref::unit_ref st;
+    double mu, var;
+    if (c.training) {
+      st = chref::stats(chref::channel_values(x_nchw.data(), N, C, S, ch));
+      mu = st.mean, var = st.var;
+    } else {
+      mu = rm0[ch], var = rv0[ch];
+    }
+    const double r = 1.0 / std::sqrt(var + eps), scale = r * gc, shift = bc - mu * scale;
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t i = 0; i < S; ++i) {
+        const std::size_t k = (n * C + ch) * S + i;
+        const double xv = x_nchw[k];
+        double want = (xv - mu) * scale + bc;
+        if (c.relu) want = std::max(want, 0.0);
+        const double tol = c.training ? chref::centered_bound(d, st, eps, xv, gc, bc, want)
+                                      : chref::folded_bound(xv, scale, shift, want);
+        if (!(std::fabs(out[k] - want) <= tol))
+          fail("channel " + std::to_string(ch) + " n " + std::to_string(n) + " s " +
+               std::to_string(i) + ": got " + std::to_string(out[k]) + " want " +
+               std::to_string(want) + " tol " + std::to_string(tol));
+      }
+    if (!c.training) continue;
+    if (!(std::fabs(mean[ch] - st.mean) <= chref::mean_bound(d, st))) fail("mean " + std::to_string(ch));
+    if (!(std::fabs(rstd[ch] - r) <= chref::rstd_bound(d, r))) fail("rstd " + std::to_string(ch));
+    // PyTorch convention, momentum 0.1, unbiased variance for the running update.
+    const double unb = st.var * double(n_unit) / double(n_unit - 1);
+    const double rm_want = 0.9 * rm0[ch] + 0.1 * st.mean, rv_want = 0.9 * rv0[ch] + 0.1 * unb;
+    if (!(std::fabs(rm[ch] - rm_want) <= 0.1 * chref::mean_bound(d, st) + 2 * ref::u32 * std::fabs(rm_want)))
+      fail("running_mean " + std::to_string(ch));
+    if (!(std::fabs(rv[ch] - rv_want) <= 0.1 * unb * chref::var_rel_bound(d) + 2 * ref::u32 * std::fabs(rv_want)))
+      fail("running_var " + std::to_string(ch));
+  }
+  CHECK_MESSAGE(bad == 0, first);
+  CHECK(x.guards_intact());
+  CHECK(y.guards_intact());
+  if (!c.in_place) CHECK(test::bitwise_equal(x.data(), x_in.data(), x_in.size()));
+  if (c.training) CHECK(batches == 5);
+  if (!c.training) CHECK((rm == rm0 && rv == rv0));  // inference never writes them
+}
+
+const std::size_t kC[] = {1, 3, 15, 16, 17, 64};
+const std::size_t kS[] = {1, 7, 49, 3136};
+const std::size_t kN[] = {1, 2, 5};
+
+void sweep(isa i, bool training) {
+  std::uint32_t seed = training ? 1000 : 1;
+  std::size_t v = 0;
+  for (std::size_t C : kC)
+    for (std::size_t S : kS)
+      for (std::size_t N : kN) {
+        if (training && N * S == 1) continue;  // one value per channel: an error (tested below)
+        for (bool nhwc : {false, true}) {
+          bn_case c;
+          c.shape = {N, C, spatial_side(S, 0), spatial_side(S, 1)};
+          c.nhwc = nhwc;
+          c.training = training;
+          // rotate the variants over the sweep so every one meets every layout and tail
+          c.gamma = v % 4 != 1;
+          c.beta = v % 4 != 2;
+          c.relu = v % 3 == 0;
+          c.in_place = v % 5 == 4;
+          c.mis = v % 7;
+          ++v;
+          check_case(i, c, seed++);
+        }
+      }
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm inference: every channel count, plane size and batch matches float64") {
+  test::for_each_isa([](isa i) { sweep(i, false); });
+}
+
+TEST_CASE("batch_norm training: every channel count, plane size and batch matches float64") {
+  test::for_each_isa([](isa i) { sweep(i, true); });
+}
+
+// Fewer than 16 channels with enough data: each channel is cut into parts (over N, or pieces
+// of a plane), partial moments merged in a second phase; 17 MiB channels go in waves.
+TEST_CASE("batch_norm: few large channels (split into parts, in waves) match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 500;
+    for (bool training : {false, true})
+      for (bool nhwc : {false, true})
+        for (std::size_t C : {std::size_t(1), std::size_t(3)})
+          for (std::size_t N : {std::size_t(1), std::size_t(5)}) {
+            bn_case c;
+            c.shape = {N, C, 192, 192};
+            c.training = training;
+            c.nhwc = nhwc;
+            c.relu = N == 5;
+            c.in_place = C == 3;
+            check_case(i, c, seed++);
+          }
+    if (i != test::runnable_isas().front()) return;  // the large case once
+    for (bool training : {false, true}) {
+      bn_case c;
+      c.shape = {1, 2, 2048, 2100};
+      c.training = training;
+      check_case(i, c, seed++);
+    }
+  });
+}
+
+TEST_CASE("batch_norm: [N, C], BatchNorm1d (N, C, L) and BatchNorm3d (N, C, D, H, W)") {
+  test::for_each_isa([](isa) {
+    for (bool training : {false, true}) {
+      CAPTURE(training);
+      // The same data in every rank: x[N][C][S], S = L = D*H*W.
+      const std::size_t N = 3, C = 5, D = 2, H = 3, W = 4, S = D * H * W;
+      const std::vector<float> x = make_x({N, C, S, 1}, 51);
+      std::vector<float> g(C), b(C), rm(C, 0.5f), rv(C, 2.f);
+      test::fill_normal(g.data(), C, 52, 1.0, 0.5);
+      test::fill_normal(b.data(), C, 53);
+      simdnorm::batch_norm_params prm;
+      prm.training = training;
+      simdnorm::norm_args a;
+      a.x = x.data();
+      if (training) {
+        a.gamma = g.data();
+        a.beta = b.data();
+      } else {
+        prm.running_mean = rm.data();
+        prm.running_var = rv.data();
+        prm.gamma = g.data();
+        prm.beta = b.data();
+      }
+      const auto n = std::int64_t(N), c = std::int64_t(C);
+      std::vector<float> y1(x.size()), y5(x.size());
+      a.y = y1.data();
+      REQUIRE(simdnorm::batch_norm(tensor_desc::contiguous({n, c, std::int64_t(S)}),
+                                   tensor_desc::contiguous({n, c, std::int64_t(S)}), prm, a).ok());
+      a.y = y5.data();
+      const tensor_desc d5 = tensor_desc::contiguous({n, c, std::int64_t(D), std::int64_t(H), std::int64_t(W)});
+      REQUIRE(simdnorm::batch_norm(d5, d5, prm, a).ok());
+      CHECK(test::bitwise_equal(y1.data(), y5.data(), x.size()));  // same canonical geometry
+      // [N*S, C] as a 2-D batch (BatchNorm1d on (N, C)): rows of channels.
+      const std::vector<float> xt = chref::to_nhwc(x.data(), N, C, S);
+      std::vector<float> yt(x.size());
+      a.x = xt.data();
+      a.y = yt.data();
+      REQUIRE(simdnorm::batch_norm(tensor_desc::contiguous({n * std::int64_t(S), c}),
+                                   tensor_desc::contiguous({n * std::int64_t(S), c}), prm, a).ok());
+      const std::vector<float> back = chref::to_nchw(yt.data(), N, C, S);
+      for (std::size_t k = 0; k < x.size(); ++k) CHECK(back[k] == doctest::Approx(y1[k]).epsilon(1e-5).scale(1));
+    }
+  });
+}
+
+TEST_CASE("batch_norm inference: the NCHW result transposed equals the NHWC result, bit for bit") {
+  test::for_each_isa([](isa) {
+    for (std::size_t S : {std::size_t(1), std::size_t(7), std::size_t(49)}) {
+      const std::size_t N = 2, C = 17;
+      const std::vector<float> x = make_x({N, C, S, 1}, 61);
+      const std::vector<float> xt = chref::to_nhwc(x.data(), N, C, S);
+      std::vector<float> rm(C), rv(C, 1.5f), g(C), b(C), y(x.size()), yt(x.size());
+      test::fill_normal(rm.data(), C, 62);
+      test::fill_normal(g.data(), C, 63);
+      test::fill_normal(b.data(), C, 64);
+      simdnorm::batch_norm_params prm;
+      prm.running_mean = rm.data();
+      prm.running_var = rv.data();
+      prm.gamma = g.data();
+      prm.beta = b.data();
+      prm.fuse_relu = true;
+      simdnorm::norm_args a;
+      a.x = x.data();
+      a.y = y.data();
+      const shape4 sh{N, C, S, 1};
+      REQUIRE(simdnorm::batch_norm(desc(sh, false), desc(sh, false), prm, a).ok());
+      prm.layout = simdnorm::channel_layout::nhwc;
+      a.x = xt.data();
+      a.y = yt.data();
+      REQUIRE(simdnorm::batch_norm(desc(sh, true), desc(sh, true), prm, a).ok());
+      const std::vector<float> back = chref::to_nchw(yt.data(), N, C, S);
+      CHECK(test::bitwise_equal(back.data(), y.data(), y.size()));
+    }
+  });
+}
+
+TEST_CASE("batch_norm training: the NCHW result transposed equals the NHWC result") {
+  test::for_each_isa([](isa i) {
+    for (std::size_t S : {std::size_t(7), std::size_t(49), std::size_t(3136)}) {
+      const std::size_t N = 2, C = 17;
+      const std::vector<float> x = make_x({N, C, S, 1}, 71);
+      const std::vector<float> xt = chref::to_nhwc(x.data(), N, C, S);
+      std::vector<float> y(x.size()), yt(x.size()), m1(C), m2(C), r1(C), r2(C);
+      simdnorm::batch_norm_params prm;
+      prm.training = true;
+      simdnorm::norm_args a;
+      a.x = x.data(), a.y = y.data(), a.mean = m1.data(), a.rstd = r1.data();
+      const shape4 sh{N, C, S, 1};
+      REQUIRE(simdnorm::batch_norm(desc(sh, false), desc(sh, false), prm, a).ok());
+      prm.layout = simdnorm::channel_layout::nhwc;
+      a.x = xt.data(), a.y = yt.data(), a.mean = m2.data(), a.rstd = r2.data();
+      REQUIRE(simdnorm::batch_norm(desc(sh, true), desc(sh, true), prm, a).ok());
+      const std::vector<float> back = chref::to_nchw(yt.data(), N, C, S);
+      // Both are within their bound of float64, so within the sum of the bounds of each other.
+      const double d = chref::depth(N * S, test::lanes(i), 1);
+      for (std::size_t c = 0; c < C; ++c) {
+        const chref::unit_ref st = chref::stats(chref::channel_values(x.data(), N, C, S, c));
+        CHECK(std::fabs(m1[c] - m2[c]) <= 2 * chref::mean_bound(d, st));
+        CHECK(std::fabs(r1[c] - r2[c]) <= 2 * chref::rstd_bound(d, r1[c]));
+        for (std::size_t k = (c * S); k < c * S + S; ++k) {  // n = 0
+          const double sigma = std::sqrt(st.var + 1e-5), yref = (x[k] - st.mean) / sigma;
+          CHECK(std::fabs(back[k] - y[k]) <= 2 * chref::centered_bound(d, st, 1e-5, x[k], 1, 0, yref));
+        }
+      }
+    }
+  });
+}
+
+// Three successive batches; the expected running statistics are computed by hand in float64
+// from the batch statistics (float64 too), in each convention.
+TEST_CASE("batch_norm training: running statistics after 3 batches (pytorch, onnx, cumulative)") {
+  const std::size_t N = 4, C = 3, S = 10;
+  struct mode {
+    const char* name;
+    simdnorm::momentum_convention conv;
+    float momentum;
+    bool cumulative;
+  };
+  const mode modes[] = {{"pytorch m=0.1", simdnorm::momentum_convention::pytorch, 0.1f, false},
+                        {"pytorch m=0.3", simdnorm::momentum_convention::pytorch, 0.3f, false},
+                        {"onnx m=0.9", simdnorm::momentum_convention::onnx, 0.9f, false},
+                        {"pytorch cumulative", simdnorm::momentum_convention::pytorch, 0.1f, true},
+                        {"onnx cumulative", simdnorm::momentum_convention::onnx, 0.9f, true}};
+  test::for_each_isa([&](isa i) {
+    for (const mode& md : modes) {
+      INFO(md.name);
+      simdnorm::batch_norm_params prm;
+      prm.training = true;
+      prm.momentum = md.momentum;
+      prm.convention = md.conv;
+      prm.cumulative = md.cumulative;
+      simdnorm::plan p;
+      const shape4 sh{N, C, S, 1};
+      REQUIRE(simdnorm::plan::batch_norm(desc(sh, false), desc(sh, false), prm, &p).ok());
+      std::vector<float> rm = {0.f, 1.f, -2.f}, rv = {1.f, 4.f, 0.5f}, y(N * C * S);
+      std::vector<double> hm(rm.begin(), rm.end()), hv(rv.begin(), rv.end());
+      std::int64_t counter = 0;
+      const double n = double(N * S);
+      for (int batch = 0; batch < 3; ++batch) {
+        const std::vector<float> x = make_x(sh, 90 + std::uint32_t(batch), 3.0 * batch);
+        simdnorm::norm_args a;
+        a.x = x.data(), a.y = y.data(), a.running_mean = rm.data(), a.running_var = rv.data();
+        a.num_batches_tracked = &counter;
+        REQUIRE(p.execute(a).ok());
+        for (std::size_t c = 0; c < C; ++c) {
+          const chref::unit_ref st = chref::stats(chref::channel_values(x.data(), N, C, S, c));
+          const bool torch = md.conv == simdnorm::momentum_convention::pytorch;
+          const double var = torch ? st.var * n / (n - 1) : st.var;
+          const double m = double(md.momentum);
+          const double w_new = md.cumulative ? 1.0 / double(batch + 1) : torch ? m : 1 - m;
+          hm[c] = (1 - w_new) * hm[c] + w_new * st.mean;
+          hv[c] = (1 - w_new) * hv[c] + w_new * var;
+          const double d = chref::depth(N * S, test::lanes(i), S);
+          // each batch adds the statistics' error and one float rounding of the state
+          CHECK(std::fabs(rm[c] - hm[c]) <= (batch + 1) * (chref::mean_bound(d, st) + 2 * ref::u32 * std::fabs(hm[c])));
+          CHECK(std::fabs(rv[c] - hv[c]) <= (batch + 1) * (var * chref::var_rel_bound(d) + 2 * ref::u32 * std::fabs(hv[c])));
+        }
+        CHECK(counter == batch + 1);
+      }
+    }
+  });
+}
+
+// A counter that is not reset makes the cumulative average weight the batch 1/(k+1).
+TEST_CASE("batch_norm training: cumulative averaging continues from the counter it is given") {
+  const std::size_t N = 2, C = 2, S = 3;
+  std::vector<float> x = make_x({N, C, S, 1}, 5), y(x.size());
+  std::vector<float> rm = {1.f, 2.f}, rv = {3.f, 4.f};
+  std::int64_t counter = 9;  // the batch gets weight 1/10
+  simdnorm::batch_norm_params prm;
+  prm.training = true;
+  prm.cumulative = true;
+  simdnorm::norm_args a;
+  a.x = x.data(), a.y = y.data(), a.running_mean = rm.data(), a.running_var = rv.data();
+  a.num_batches_tracked = &counter;
+  REQUIRE(simdnorm::batch_norm(desc({N, C, S, 1}, false), desc({N, C, S, 1}, false), prm, a).ok());
+  CHECK(counter == 10);
+  for (std::size_t c = 0; c < C; ++c) {
+    const chref::unit_ref st = chref::stats(chref::channel_values(x.data(), N, C, S, c));
+    CHECK(rm[c] == doctest::Approx(0.9 * (c + 1) + 0.1 * st.mean).epsilon(1e-6));
+    CHECK(rv[c] == doctest::Approx(0.9 * (c + 3) + 0.1 * st.var * 6 / 5).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("batch_norm training: bitwise identical for any thread count (C = 1, 3, 64)") {
+  test::for_each_isa([](isa) {
+    for (std::size_t C : {std::size_t(1), std::size_t(3), std::size_t(64)}) {
+      for (bool nhwc : {false, true}) {
+        CAPTURE(C);
+        CAPTURE(nhwc);
+        const shape4 sh = C == 64 ? shape4{5, C, 7, 7} : shape4{5, C, 112, 112};  // C = 1, 3: split
+        const std::vector<float> x0 = make_x(sh, 111);
+        const std::vector<float> x = nhwc ? chref::to_nhwc(x0.data(), sh.N, C, sh.S()) : x0;
+        std::vector<float> g(C), b(C);
+        test::fill_normal(g.data(), C, 112, 1, 0.5);
+        test::fill_normal(b.data(), C, 113);
+        simdnorm::batch_norm_params prm;
+        prm.training = true;
+        prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+        simdnorm::plan p;
+        REQUIRE(simdnorm::plan::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, &p).ok());
+        struct result {
+          std::vector<float> y, mean, rstd, rm, rv;
+        };
+        auto run = [&](simdnorm::executor* e) {
+          result r{std::vector<float>(x.size()), std::vector<float>(C), std::vector<float>(C),
+                   std::vector<float>(C, 0.5f), std::vector<float>(C, 2.f)};
+          simdnorm::norm_args a;
+          a.x = x.data(), a.y = r.y.data(), a.gamma = g.data(), a.beta = b.data();
+          a.mean = r.mean.data(), a.rstd = r.rstd.data();
+          a.running_mean = r.rm.data(), a.running_var = r.rv.data();
+          REQUIRE(p.execute(a, e).ok());
+          return r;
+        };
+        const result ref1 = run(&simdnorm::serial_executor());
+        test::chunked_thread_executor t1(1), t2(2), t7(7);
+        for (simdnorm::executor* e : {static_cast<simdnorm::executor*>(&t1), static_cast<simdnorm::executor*>(&t2),
+                                      static_cast<simdnorm::executor*>(&t7), &simdnorm::default_executor()}) {
+          const result r = run(e);
+          CHECK(test::bitwise_equal(r.y.data(), ref1.y.data(), x.size()));
+          CHECK(test::bitwise_equal(r.mean.data(), ref1.mean.data(), C));
+          CHECK(test::bitwise_equal(r.rstd.data(), ref1.rstd.data(), C));
+          CHECK(test::bitwise_equal(r.rm.data(), ref1.rm.data(), C));
+          CHECK(test::bitwise_equal(r.rv.data(), ref1.rv.data(), C));
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("batch_norm: C = 1 to 16 gives work to more than one thread") {
+  for (std::size_t C = 1; C <= 16; ++C) {
+    CAPTURE(C);
+    const shape4 sh{8, C, 64, 64};  // 128 KiB per channel
+    simdnorm::batch_norm_params prm;
+    prm.training = true;
+    for (bool nhwc : {false, true}) {
+      CAPTURE(nhwc);
+      prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+      simdnorm::plan p;
+      REQUIRE(simdnorm::plan::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, &p).ok());
+      // the first phase reads x, the one before the batch-counter phase writes y
+      CHECK(p.num_tasks(0) >= 2);
+      CHECK(p.num_tasks(p.num_phases() - 2) >= 2);
+    }
+  }
+}
+
+TEST_CASE("batch_norm training: constant channels give exactly beta and the constant mean") {
+  test::for_each_isa([](isa) {
+    for (std::size_t S : {std::size_t(1), std::size_t(7), std::size_t(49), std::size_t(3136)})
+      for (bool nhwc : {false, true})
+        for (float v : {0.f, 3.7f, -1e6f}) {
+          const std::size_t N = 3, C = 17;
+          std::vector<float> x(N * C * S, v), y(x.size()), g(C), b(C), mean(C), rstd(C);
+          test::fill_normal(g.data(), C, 5, 1.0, 1.0);
+          test::fill_normal(b.data(), C, 6);
+          simdnorm::batch_norm_params prm;
+          prm.training = true;
+          prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+          simdnorm::norm_args a;
+          a.x = x.data(), a.y = y.data(), a.gamma = g.data(), a.beta = b.data();
+          a.mean = mean.data(), a.rstd = rstd.data();
+          const shape4 sh{N, C, S, 1};
+          REQUIRE(simdnorm::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, a).ok());
+          const std::vector<float> out = nhwc ? chref::to_nchw(y.data(), N, C, S) : y;
+          for (std::size_t c = 0; c < C; ++c) {
+            CHECK(mean[c] == v);
+            CHECK(rstd[c] == doctest::Approx(1.0 / std::sqrt(1e-5)).epsilon(1e-6));
+            for (std::size_t n = 0; n < N; ++n)
+              for (std::size_t i = 0; i < S; ++i) CHECK(out[(n * C + c) * S + i] == b[c]);
+          }
+        }
+  });
+}
+
+// The accuracy target: data with mean 1e4, N*H*W = 25088 per channel.
+TEST_CASE("batch_norm training: mean 1e4 + N(0,1), N*H*W = 25088: statistics within 1e-3 of float64") {
+  const shape4 sh{8, 4, 56, 56};
+  std::vector<float> x(sh.numel());
+  test::fill_normal(x.data(), x.size(), 4242, 1e4, 1.0);
+  test::for_each_isa([&](isa) {
+    for (bool nhwc : {false, true}) {
+      CAPTURE(nhwc);
+      const std::vector<float> xin = nhwc ? chref::to_nhwc(x.data(), sh.N, sh.C, sh.S()) : x;
+      std::vector<float> y(x.size()), mean(sh.C), rstd(sh.C);
+      simdnorm::batch_norm_params prm;
+      prm.training = true;
+      prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+      simdnorm::norm_args a;
+      a.x = xin.data(), a.y = y.data(), a.mean = mean.data(), a.rstd = rstd.data();
+      REQUIRE(simdnorm::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, a).ok());
+      const std::vector<float> out = nhwc ? chref::to_nchw(y.data(), sh.N, sh.C, sh.S()) : y;
+      double err_y = 0;
+      for (std::size_t c = 0; c < sh.C; ++c) {
+        const chref::unit_ref st = chref::stats(chref::channel_values(x.data(), sh.N, sh.C, sh.S(), c));
+        const double sigma = std::sqrt(st.var + 1e-5);
+        CHECK(std::fabs(mean[c] - st.mean) <= 1e-3);
+        CHECK(std::fabs(1 / rstd[c] - sigma) <= 1e-3);
+        for (std::size_t n = 0; n < sh.N; ++n)
+          for (std::size_t i = 0; i < sh.S(); ++i) {
+            const std::size_t k = (n * sh.C + c) * sh.S() + i;
+            err_y = std::max(err_y, std::fabs(out[k] - (x[k] - st.mean) / sigma));
+          }
+      }
+      CHECK(err_y <= 1e-4);  // the centered normalize keeps the deviations' accuracy
+    }
+  });
+}
+
+TEST_CASE("batch_norm: NaN or Inf stays in its own channel") {
+  test::for_each_isa([](isa) {
+    for (bool training : {false, true})
+      for (bool nhwc : {false, true})
+        for (std::size_t S : {std::size_t(1), std::size_t(49), std::size_t(3136)}) {
+          const std::size_t N = 2, C = 17;
+          std::vector<float> x0 = make_x({N, C, S, 1}, 7);
+          x0[(1 * C + 3) * S + S / 2] = std::numeric_limits<float>::quiet_NaN();  // channel 3
+          x0[(0 * C + 9) * S] = std::numeric_limits<float>::infinity();           // channel 9
+          const std::vector<float> x = nhwc ? chref::to_nhwc(x0.data(), N, C, S) : x0;
+          std::vector<float> y(x.size()), rm(C, 0.f), rv(C, 1.f);
+          simdnorm::batch_norm_params prm;
+          prm.training = training;
+          prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+          simdnorm::norm_args a;
+          a.x = x.data(), a.y = y.data();
+          if (training) a.running_mean = rm.data(), a.running_var = rv.data();
+          else prm.running_mean = rm.data(), prm.running_var = rv.data();
+          const shape4 sh{N, C, S, 1};
+          REQUIRE(simdnorm::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, a).ok());
+          const std::vector<float> out = nhwc ? chref::to_nchw(y.data(), N, C, S) : y;
+          for (std::size_t c = 0; c < C; ++c) {
+            std::size_t finite = 0;
+            for (std::size_t n = 0; n < N; ++n)
+              for (std::size_t i = 0; i < S; ++i) finite += std::isfinite(out[(n * C + c) * S + i]);
+            if (training && (c == 3 || c == 9)) {
+              CHECK(finite == 0);
+              CHECK(!std::isfinite(rm[c]));
+            } else if (!training && (c == 3 || c == 9)) {
+              CHECK(finite == N * S - 1);  // elementwise: only the element itself
+            } else {
+              CHECK(finite == N * S);
+              if (training) CHECK(std::isfinite(rm[c]));
+            }
+          }
+        }
+  });
+}
+
+TEST_CASE("batch_norm: padded batch, channels_last strides, in place with padding") {
+  test::for_each_isa([](isa) {
+    for (bool training : {false, true}) {
+      CAPTURE(training);
+      const std::size_t N = 3, C = 5, H = 4, W = 6, S = H * W;
+      const std::vector<float> x = make_x({N, C, H, W}, 31);
+      std::vector<float> rm(C, 0.25f), rv(C, 1.5f);
+      simdnorm::batch_norm_params prm;
+      prm.training = training;
+      if (!training) prm.running_mean = rm.data(), prm.running_var = rv.data();
+      const tensor_desc dense = desc({N, C, H, W}, false);
+      std::vector<float> want(x.size());
+      simdnorm::norm_args a;
+      a.x = x.data(), a.y = want.data();
+      REQUIRE(simdnorm::batch_norm(dense, dense, prm, a).ok());
+      // x as every other item of a batch of 2N, y padded by 8 floats per item
+      std::vector<float> big(2 * N * C * S, 99.f), y(N * (C * S + 8), 7.25f);
+      for (std::size_t n = 0; n < N; ++n)
+        std::copy(x.begin() + std::ptrdiff_t(n * C * S), x.begin() + std::ptrdiff_t((n + 1) * C * S),
+                  big.begin() + std::ptrdiff_t(2 * n * C * S));
+      tensor_desc xd = dense, yd = dense;
+      xd.strides[0] = std::int64_t(2 * C * S);
+      yd.strides[0] = std::int64_t(C * S + 8);
+      a.x = big.data(), a.y = y.data();
+      REQUIRE(simdnorm::batch_norm(xd, yd, prm, a).ok());
+      for (std::size_t n = 0; n < N; ++n) {
+        CHECK(test::bitwise_equal(&y[n * (C * S + 8)], &want[n * C * S], C * S));
+        for (std::size_t k = 0; k < 8; ++k) CHECK(y[n * (C * S + 8) + C * S + k] == 7.25f);
+      }
+      // channels_last strides on the logical NCHW shape (PyTorch channels_last) = the NHWC layout
+      const std::vector<float> xt = chref::to_nhwc(x.data(), N, C, S);
+      tensor_desc cl = dense;
+      cl.strides[0] = std::int64_t(S * C), cl.strides[1] = 1;
+      cl.strides[2] = std::int64_t(W * C), cl.strides[3] = std::int64_t(C);
+      std::vector<float> ycl(x.size()), ynhwc(x.size());
+      a.x = xt.data(), a.y = ycl.data();
+      REQUIRE(simdnorm::batch_norm(cl, cl, prm, a).ok());
+      simdnorm::batch_norm_params pn = prm;
+      pn.layout = simdnorm::channel_layout::nhwc;
+      a.y = ynhwc.data();
+      REQUIRE(simdnorm::batch_norm(desc({N, C, H, W}, true), desc({N, C, H, W}, true), pn, a).ok());
+      CHECK(test::bitwise_equal(ycl.data(), ynhwc.data(), x.size()));
+    }
+  });
+}
+
+// ---- bad input: a clear status, nothing written, running statistics untouched --------------
+
+namespace {
+
+struct bad_input {
+  std::vector<float> x = std::vector<float>(2 * 3 * 4, 1.5f), y = std::vector<float>(24, 7.f);
+  std::vector<float> rm = {0.f, 1.f, 2.f}, rv = {1.f, 1.f, 1.f};
+  tensor_desc d = tensor_desc::contiguous({2, 3, 4});
+  simdnorm::batch_norm_params inference() {
+    simdnorm::batch_norm_params p;
+    p.running_mean = rm.data();
+    p.running_var = rv.data();
+    return p;
+  }
+  simdnorm::norm_args args() {
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    return a;
+  }
+  /// Fails with `code` and a message containing `what`; y and the running stats unchanged.
+  void expect(const simdnorm::status& s, simdnorm::status_code code, const char* what) {
+    CHECK(s.code() == code);
+    CHECK_MESSAGE(std::string(s.message()).find(what) != std::string::npos, s.message());
+    for (float v : y) CHECK(v == 7.f);
+    CHECK(rm == std::vector<float>({0.f, 1.f, 2.f}));
+    CHECK(rv == std::vector<float>({1.f, 1.f, 1.f}));
+  }
+};
+
+using code = simdnorm::status_code;
+
+}  // namespace
+
+TEST_CASE("batch_norm error: inference without running statistics") {
+  bad_input t;
+  simdnorm::batch_norm_params p;
+  p.running_mean = t.rm.data();
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, t.args()), code::invalid_argument, "running_var");
+}
+
+TEST_CASE("batch_norm error: negative or NaN running variance") {
+  bad_input t;
+  for (float v : {-1.f, std::numeric_limits<float>::quiet_NaN()}) {
+    std::vector<float> rv = {1.f, v, 1.f};
+    simdnorm::batch_norm_params p = t.inference();
+    p.running_var = rv.data();
+    t.expect(simdnorm::batch_norm(t.d, t.d, p, t.args()), code::invalid_argument, "running_var[1]");
+  }
+}
+
+TEST_CASE("batch_norm error: eps negative or NaN") {
+  bad_input t;
+  for (float eps : {-1e-5f, std::numeric_limits<float>::quiet_NaN()}) {
+    simdnorm::batch_norm_params p = t.inference();
+    p.eps = eps;
+    t.expect(simdnorm::batch_norm(t.d, t.d, p, t.args()), code::invalid_argument, "eps");
+  }
+}
+
+TEST_CASE("batch_norm error: momentum outside [0, 1] or NaN") {
+  bad_input t;
+  for (float m : {-0.1f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    simdnorm::batch_norm_params p;
+    p.training = true;
+    p.momentum = m;
+    simdnorm::norm_args a = t.args();
+    a.running_mean = t.rm.data(), a.running_var = t.rv.data();
+    t.expect(simdnorm::batch_norm(t.d, t.d, p, a), code::invalid_argument, "momentum");
+  }
+}
+
+TEST_CASE("batch_norm error: one value per channel in training") {
+  bad_input t;
+  simdnorm::batch_norm_params p;
+  p.training = true;
+  simdnorm::norm_args a = t.args();
+  a.running_mean = t.rm.data(), a.running_var = t.rv.data();
+  const tensor_desc one = tensor_desc::contiguous({1, 3, 1, 1});
+  t.expect(simdnorm::batch_norm(one, one, p, a), code::invalid_argument, "more than 1 value per channel");
+  const tensor_desc nc = tensor_desc::contiguous({1, 3});
+  t.expect(simdnorm::batch_norm(nc, nc, p, a), code::invalid_argument, "more than 1 value per channel");
+}
+
+TEST_CASE("batch_norm error: mismatched shapes") {
+  bad_input t;
+  t.expect(simdnorm::batch_norm(t.d, tensor_desc::contiguous({2, 3, 5}), t.inference(), t.args()),
+           code::invalid_argument, "shape[2]");
+  t.expect(simdnorm::batch_norm(t.d, tensor_desc::contiguous({2, 12}), t.inference(), t.args()),
+           code::invalid_argument, "ndim");
+}
+
+TEST_CASE("batch_norm error: fewer than 2 dims") {
+  bad_input t;
+  const tensor_desc d1 = tensor_desc::contiguous({24});
+  t.expect(simdnorm::batch_norm(d1, d1, t.inference(), t.args()), code::invalid_argument, "ndim=1");
+}
+
+TEST_CASE("batch_norm error: unknown layout, convention or store policy") {
+  bad_input t;
+  simdnorm::batch_norm_params p = t.inference();
+  p.layout = simdnorm::channel_layout(7);
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, t.args()), code::invalid_argument, "channel_layout");
+  p = t.inference();
+  p.stores = simdnorm::store_policy(9);
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, t.args()), code::invalid_argument, "store_policy");
+  simdnorm::batch_norm_params q;
+  q.training = true;
+  q.convention = simdnorm::momentum_convention(3);
+  t.expect(simdnorm::batch_norm(t.d, t.d, q, t.args()), code::invalid_argument, "momentum_convention");
+}
+
+TEST_CASE("batch_norm error: training plan given inference pointers") {
+  bad_input t;
+  simdnorm::batch_norm_params p = t.inference();
+  p.training = true;
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, t.args()), code::invalid_argument, "for inference");
+}
+
+TEST_CASE("batch_norm error: inference run given gamma or running statistics in args") {
+  bad_input t;
+  simdnorm::plan p;
+  REQUIRE(simdnorm::plan::batch_norm(t.d, t.d, t.inference(), &p).ok());
+  simdnorm::norm_args a = t.args();
+  std::vector<float> g(3, 2.f);
+  a.gamma = g.data();
+  t.expect(p.execute(a), code::invalid_argument, "folds gamma");
+  a = t.args();
+  std::vector<float> mean(3);
+  a.mean = mean.data();
+  t.expect(p.run(a, 0, 0, 1), code::invalid_argument, "training-mode outputs");
+}
+
+TEST_CASE("batch_norm error: running_mean without running_var") {
+  bad_input t;
+  simdnorm::batch_norm_params p;
+  p.training = true;
+  simdnorm::norm_args a = t.args();
+  a.running_mean = t.rm.data();
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, a), code::invalid_argument, "go together");
+}
+
+TEST_CASE("batch_norm error: cumulative averaging without the batch counter") {
+  bad_input t;
+  simdnorm::batch_norm_params p;
+  p.training = true;
+  p.cumulative = true;
+  simdnorm::norm_args a = t.args();
+  a.running_mean = t.rm.data(), a.running_var = t.rv.data();
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, a), code::invalid_argument, "num_batches_tracked");
+  std::int64_t k = -1;
+  a.num_batches_tracked = &k;
+  t.expect(simdnorm::batch_norm(t.d, t.d, p, a), code::invalid_argument, "num_batches_tracked=-1");
+  CHECK(k == -1);
+}
+
+TEST_CASE("batch_norm error: strides the plan cannot serve, and overlapping y") {
+  bad_input t;
+  tensor_desc odd = t.d;  // spatial dim strided (not dense) and channels not dense
+  odd.strides[0] = 24, odd.strides[1] = 8, odd.strides[2] = 2;
+  std::vector<float> big(48, 1.f);
+  simdnorm::norm_args a = t.args();
+  a.x = big.data();
+  t.expect(simdnorm::batch_norm(odd, t.d, t.inference(), a), code::unsupported_layout, "strides");
+  tensor_desc overlap = t.d;
+  overlap.strides[0] = 4;  // items overlap
+  t.expect(simdnorm::batch_norm(t.d, overlap, t.inference(), t.args()), code::unsupported_layout, "overlap");
+}
+
+TEST_CASE("batch_norm error: y partially overlapping x") {
+  bad_input t;
+  std::vector<float> buf(30, 7.f);
+  simdnorm::norm_args a;
+  a.x = buf.data();
+  a.y = buf.data() + 3;
+  const simdnorm::status s = simdnorm::batch_norm(t.d, t.d, t.inference(), a);
+  CHECK(s.code() == code::invalid_argument);
+  for (float v : buf) CHECK(v == 7.f);
+}

@@ -1,0 +1,458 @@
+// GroupNorm, InstanceNorm and MeanVarianceNormalization against the float64 oracle on every
+// runnable ISA (NCHW and NHWC, group sizes and plane sizes that hit every tail); GroupNorm with
+// G = C equals InstanceNorm; G = 1 statistics equal LayerNorm's; NaN confined to its group;
+// bitwise thread invariance; every error path.
+#include <cmath>
+#include <limits>
+
+#include "channel_reference.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using simdnorm::isa;
+using simdnorm::tensor_desc;
+
+tensor_desc desc(std::size_t N, std::size_t C, std::size_t S, bool nhwc) {
+  const auto n = std::int64_t(N), c = std::int64_t(C), s = std::int64_t(S);
+  return nhwc ? tensor_desc::contiguous({n, s, c}) : tensor_desc::contiguous({n, c, s});
+}
+
+struct gn_case {
+  std::size_t N, C, S, G;
+  bool nhwc = false, gamma = true, beta = true, per_group = false, instance = false, in_place = false;
+  std::size_t mis = 0;
+};
+
+void check_case(isa active, const gn_case& c, std::uint32_t seed) {
+  const std::size_t N = c.N, C = c.C, S = c.S, G = c.G, cg = C / G, numel = N * C * S;
+  CAPTURE(N);
+  CAPTURE(C);
+  CAPTURE(S);
+  CAPTURE(G);
+  CAPTURE(c.nhwc);
+  CAPTURE(c.per_group);
+  std::vector<float> x0(numel);
+  test::fill_normal(x0.data(), numel, seed, 2.0, 1.5);
+  for (std::size_t k = 0; k < numel; ++k) x0[k] += float((k / S) % 7);  // channels differ
+  const std::vector<float> x_in = c.nhwc ? chref::to_nhwc(x0.data(), N, C, S) : x0;
+  test::buffer x(numel, c.mis), y(numel, (c.mis + 3) % 16);
+  std::copy(x_in.begin(), x_in.end(), x.data());
+  for (std::size_t i = 0; i < numel; ++i) y[i] = 7.25f;
+  const std::size_t na = c.per_group ? G : C;
+  std::vector<float> g(na), b(na), mean(N * G, -1.f), rstd(N * G, -1.f);
+  test::fill_normal(g.data(), na, seed + 1, 1.0, 0.5);
+  test::fill_normal(b.data(), na, seed + 2);
+  simdnorm::norm_args a;
+  a.x = x.data();
+  a.y = c.in_place ? x.data() : y.data();
+  a.gamma = c.gamma ? g.data() : nullptr;
+  a.beta = c.beta ? b.data() : nullptr;
+  a.mean = mean.data();
+  a.rstd = rstd.data();
+  const auto layout = c.nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+  simdnorm::plan p;
+  const float eps = 1e-5f;
+  if (c.instance) {
+    simdnorm::instance_norm_params prm;
+    prm.layout = layout;
+    REQUIRE(simdnorm::plan::instance_norm(desc(N, C, S, c.nhwc), desc(N, C, S, c.nhwc), prm, &p).ok());
+  } else {
+    simdnorm::group_norm_params prm;
+    prm.num_groups = int(G);
+    prm.layout = layout;
+    prm.per_group_affine = c.per_group;
+    REQUIRE(simdnorm::plan::group_norm(desc(N, C, S, c.nhwc), desc(N, C, S, c.nhwc), prm, &p).ok());
+  }
+  REQUIRE(p.kernel_isa() == active);
+  CHECK(p.rows() == N * G);
+  CHECK(p.row_length() == cg * S);
+  const simdnorm::status s = p.execute(a);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const float* raw = c.in_place ? x.data() : y.data();
+  const std::vector<float> out = c.nhwc ? chref::to_nchw(raw, N, C, S) : std::vector<float>(raw, raw + numel);
+
+  const std::size_t seg = c.nhwc ? (C == 1 ? S : test::lanes(active)) : cg * S;
+  const double d = chref::depth(cg * S, test::lanes(active), seg);
+  std::size_t bad = 0;
+  std::string first;
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t gi = 0; gi < G; ++gi) {
+      const chref::unit_ref st = chref::stats(chref::group_values(x0.data(), C, S, G, n, gi));
+      const double r = 1.0 / std::sqrt(st.var + eps);
+      for (std::size_t ch = gi * cg; ch < (gi + 1) * cg; ++ch) {
+        const std::size_t ai = c.per_group ? gi : ch;
+        const double gc = c.gamma ? g[ai] : 1.0, bc = c.beta ? b[ai] : 0.0;
+        for (std::size_t i = 0; i < S; ++i) {
+          const std::size_t k = (n * C + ch) * S + i;
+          const double want = (x0[k] - st.mean) * r * gc + bc;
+          const double tol = chref::centered_bound(d, st, eps, x0[k], gc, bc, want);
+          if (!(std::fabs(out[k] - want) <= tol) && bad++ == 0)
+            first = "n " + std::to_string(n) + " c " + std::to_string(ch) + " s " + std::to_string(i) +
+                    ": got " + std::to_string(out[k]) + " want " + std::to_string(want);
+        }
+      }
+      if (!(std::fabs(mean[n * G + gi] - st.mean) <= chref::mean_bound(d, st)) && bad++ == 0) first = "mean";
+      if (!(std::fabs(rstd[n * G + gi] - r) <= chref::rstd_bound(d, r)) && bad++ == 0) first = "rstd";
+    }
+  CHECK_MESSAGE(bad == 0, first);
+  CHECK(x.guards_intact());
+  CHECK(y.guards_intact());
+  if (!c.in_place) CHECK(test::bitwise_equal(x.data(), x_in.data(), numel));
+}
+
+const std::size_t kC[] = {1, 3, 15, 16, 17, 64};
+const std::size_t kS[] = {1, 7, 49, 3136};
+const std::size_t kN[] = {1, 2, 5};
+
+}  // namespace
+
+TEST_CASE("group_norm: every channel count, group size, plane size and batch matches float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 1;
+    std::size_t v = 0;
+    for (std::size_t C : kC)
+      for (std::size_t S : kS)
+        for (std::size_t N : kN)
+          for (bool nhwc : {false, true}) {
+            // groups: 1, all channels, and a divisor in between where there is one
+            const std::size_t mid = C % 4 == 0 ? C / 4 : C % 3 == 0 ? C / 3 : C % 5 == 0 ? C / 5 : 1;
+            for (std::size_t G : {std::size_t(1), C, mid}) {
+              gn_case c{N, C, S, G};
+              c.nhwc = nhwc;
+              c.gamma = v % 4 != 1;
+              c.beta = v % 4 != 2;
+              c.per_group = v % 3 == 2;
+              c.in_place = v % 5 == 4;
+              c.mis = v % 7;
+              ++v;
+              check_case(i, c, seed++);
+            }
+          }
+  });
+}
+
+TEST_CASE("instance_norm: every channel count, plane size and batch matches float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 300;
+    std::size_t v = 0;
+    for (std::size_t C : kC)
+      for (std::size_t S : kS)
+        for (std::size_t N : kN)
+          for (bool nhwc : {false, true}) {
+            gn_case c{N, C, S, C};
+            c.instance = true;
+            c.nhwc = nhwc;
+            c.gamma = v % 3 != 1;
+            c.beta = v % 3 != 2;
+            c.mis = v % 5;
+            ++v;
+            check_case(i, c, seed++);
+          }
+  });
+}
+
+TEST_CASE("group_norm: G = C equals InstanceNorm, bit for bit") {
+  test::for_each_isa([](isa) {
+    for (bool nhwc : {false, true}) {
+      const std::size_t N = 3, C = 17, S = 49;
+      std::vector<float> x(N * C * S), g(C), b(C), y1(x.size()), y2(x.size()), m1(N * C), m2(N * C),
+          r1(N * C), r2(N * C);
+      test::fill_normal(x.data(), x.size(), 41);
+      test::fill_normal(g.data(), C, 42);
+      test::fill_normal(b.data(), C, 43);
+      const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+      simdnorm::norm_args a;
+      a.x = x.data(), a.gamma = g.data(), a.beta = b.data();
+      a.y = y1.data(), a.mean = m1.data(), a.rstd = r1.data();
+      simdnorm::group_norm_params gp;
+      gp.num_groups = int(C);
+      gp.layout = layout;
+      REQUIRE(simdnorm::group_norm(desc(N, C, S, nhwc), desc(N, C, S, nhwc), gp, a).ok());
+      a.y = y2.data(), a.mean = m2.data(), a.rstd = r2.data();
+      simdnorm::instance_norm_params ip;
+      ip.layout = layout;
+      REQUIRE(simdnorm::instance_norm(desc(N, C, S, nhwc), desc(N, C, S, nhwc), ip, a).ok());
+      CHECK(test::bitwise_equal(y1.data(), y2.data(), x.size()));
+      CHECK(test::bitwise_equal(m1.data(), m2.data(), N * C));
+      CHECK(test::bitwise_equal(r1.data(), r2.data(), N * C));
+    }
+  });
+}
+
+// Both are within their bound of float64, hence within twice the bound of each other; for a
+// dense group longer than the row kernel's chunk they run the same statistics code.
+TEST_CASE("group_norm: G = 1 statistics equal LayerNorm statistics over C * spatial") {
+  test::for_each_isa([](isa i) {
+    for (std::size_t S : {std::size_t(7), std::size_t(49), std::size_t(3136)}) {
+      const std::size_t N = 4, C = 6, D = C * S;
+      std::vector<float> x(N * D), y(x.size()), m1(N), m2(N), r1(N), r2(N);
+      test::fill_normal(x.data(), x.size(), 51, 3.0, 2.0);
+      simdnorm::norm_args a;
+      a.x = x.data(), a.y = y.data(), a.mean = m1.data(), a.rstd = r1.data();
+      REQUIRE(simdnorm::group_norm(desc(N, C, S, false), desc(N, C, S, false), {}, a).ok());
+      a.mean = m2.data(), a.rstd = r2.data();
+      REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({std::int64_t(N), std::int64_t(D)}),
+                                   tensor_desc::contiguous({std::int64_t(N), std::int64_t(D)}), {}, a).ok());
+      const double d = chref::depth(D, test::lanes(i), D);
+      for (std::size_t n = 0; n < N; ++n) {
+        const chref::unit_ref st = chref::stats(std::vector<double>(x.begin() + std::ptrdiff_t(n * D),
+                                                                    x.begin() + std::ptrdiff_t((n + 1) * D)));
+        CHECK(std::fabs(m1[n] - m2[n]) <= 2 * chref::mean_bound(d, st));
+        CHECK(std::fabs(r1[n] - r2[n]) <= 2 * chref::rstd_bound(d, r2[n]));
+      }
+    }
+  });
+}
+
+TEST_CASE("group_norm: NaN or Inf stays in its own group") {
+  test::for_each_isa([](isa) {
+    for (bool nhwc : {false, true})
+      for (std::size_t S : {std::size_t(1), std::size_t(49), std::size_t(3136)}) {
+        const std::size_t N = 2, C = 16, G = 4, cg = C / G;
+        std::vector<float> x0(N * C * S);
+        test::fill_normal(x0.data(), x0.size(), 61);
+        x0[(1 * C + 5) * S + S / 2] = std::numeric_limits<float>::quiet_NaN();  // n 1, group 1
+        x0[(0 * C + 14) * S] = -std::numeric_limits<float>::infinity();         // n 0, group 3
+        const std::vector<float> x = nhwc ? chref::to_nhwc(x0.data(), N, C, S) : x0;
+        std::vector<float> y(x.size());
+        simdnorm::group_norm_params prm;
+        prm.num_groups = int(G);
+        prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+        simdnorm::norm_args a;
+        a.x = x.data(), a.y = y.data();
+        REQUIRE(simdnorm::group_norm(desc(N, C, S, nhwc), desc(N, C, S, nhwc), prm, a).ok());
+        const std::vector<float> out = nhwc ? chref::to_nchw(y.data(), N, C, S) : y;
+        for (std::size_t n = 0; n < N; ++n)
+          for (std::size_t gi = 0; gi < G; ++gi) {
+            std::size_t finite = 0;
+            for (std::size_t c = gi * cg; c < (gi + 1) * cg; ++c)
+              for (std::size_t i = 0; i < S; ++i) finite += std::isfinite(out[(n * C + c) * S + i]);
+            const bool poisoned = (n == 1 && gi == 1) || (n == 0 && gi == 3);
+            CHECK(finite == (poisoned ? 0 : cg * S));
+          }
+      }
+  });
+}
+
+TEST_CASE("group_norm: bitwise identical for any thread count") {
+  test::for_each_isa([](isa) {
+    for (bool nhwc : {false, true})
+      for (std::size_t N : {std::size_t(1), std::size_t(3)}) {
+        const std::size_t C = 64, S = 784, G = 32;
+        std::vector<float> x(N * C * S), g(C), b(C);
+        test::fill_normal(x.data(), x.size(), 71);
+        test::fill_normal(g.data(), C, 72);
+        test::fill_normal(b.data(), C, 73);
+        simdnorm::group_norm_params prm;
+        prm.num_groups = int(G);
+        prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+        simdnorm::plan p;
+        REQUIRE(simdnorm::plan::group_norm(desc(N, C, S, nhwc), desc(N, C, S, nhwc), prm, &p).ok());
+        auto run = [&](simdnorm::executor* e, std::vector<float>& y, std::vector<float>& m) {
+          y.assign(x.size(), 0.f);
+          m.assign(N * G, 0.f);
+          simdnorm::norm_args a;
+          a.x = x.data(), a.y = y.data(), a.gamma = g.data(), a.beta = b.data(), a.mean = m.data();
+          REQUIRE(p.execute(a, e).ok());
+        };
+        std::vector<float> y0, m0, y1, m1;
+        run(&simdnorm::serial_executor(), y0, m0);
+        test::chunked_thread_executor t2(2), t7(7);
+        for (simdnorm::executor* e : {static_cast<simdnorm::executor*>(&t2), static_cast<simdnorm::executor*>(&t7)}) {
+          run(e, y1, m1);
+          CHECK(test::bitwise_equal(y0.data(), y1.data(), x.size()));
+          CHECK(test::bitwise_equal(m0.data(), m1.data(), N * G));
+        }
+      }
+  });
+}
+
+// ---- MeanVarianceNormalization ------------------------------------------------------------
+
+namespace {
+
+/// y = (x - mean) / (sqrt(var) + eps) over `axes` of a dense tensor, in float64.
+std::vector<double> mvn_ref(const std::vector<float>& x, const std::vector<std::int64_t>& shape,
+                            const std::vector<int>& axes, double eps, std::vector<chref::unit_ref>* units,
+                            std::vector<std::size_t>* unit_of) {
+  const int r = int(shape.size());
+  std::vector<bool> red(std::size_t(r), false);
+  for (int a : axes) red[std::size_t(a < 0 ? a + r : a)] = true;
+  // unit index = the kept coordinates, row-major
+  unit_of->assign(x.size(), 0);
+  std::size_t n_units = 1;
+  for (int d = 0; d < r; ++d)
+    if (!red[std::size_t(d)]) n_units *= std::size_t(shape[std::size_t(d)]);
+  std::vector<std::vector<double>> vals(n_units);
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    std::size_t rem = k, u = 0, mul = 1;
+    for (int d = r - 1; d >= 0; --d) {
+      const std::size_t i = rem % std::size_t(shape[std::size_t(d)]);
+      rem /= std::size_t(shape[std::size_t(d)]);
+      if (!red[std::size_t(d)]) u += i * mul, mul *= std::size_t(shape[std::size_t(d)]);
+    }
+    (*unit_of)[k] = u;
+    vals[u].push_back(x[k]);
+  }
+  units->clear();
+  for (auto& v : vals) units->push_back(chref::stats(v));
+  std::vector<double> y(x.size());
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const chref::unit_ref& st = (*units)[(*unit_of)[k]];
+    y[k] = (x[k] - st.mean) / (std::sqrt(st.var) + eps);
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("mean_variance_norm: axes {0,2,3}, {2,3}, {1,2,3}, {0}, {1}, {0,1,2,3}, negative axes") {
+  const std::vector<std::vector<int>> axes_list = {{0, 2, 3}, {2, 3}, {1, 2, 3}, {0}, {1}, {0, 1, 2, 3},
+                                                   {-1, -2}, {3, 0, 2}};
+  const std::vector<std::vector<std::int64_t>> shapes = {{2, 3, 4, 5}, {3, 17, 7, 7}, {1, 16, 1, 33}, {4, 5, 56, 56}};
+  test::for_each_isa([&](isa i) {
+    std::uint32_t seed = 80;
+    for (const auto& shape : shapes)
+      for (const auto& axes : axes_list) {
+        CAPTURE(shape[1]);
+        CAPTURE(shape[2]);
+        CAPTURE(axes.size());
+        CAPTURE(axes[0]);
+        std::size_t numel = 1;
+        for (auto d : shape) numel *= std::size_t(d);
+        std::vector<float> x(numel), y(numel);
+        test::fill_normal(x.data(), numel, seed++, 5.0, 2.0);
+        simdnorm::mean_variance_norm_params prm;
+        prm.num_axes = int(axes.size());
+        for (std::size_t k = 0; k < axes.size(); ++k) prm.axes[k] = axes[k];
+        const tensor_desc d = tensor_desc::contiguous({shape[0], shape[1], shape[2], shape[3]});
+        simdnorm::norm_args a;
+        a.x = x.data(), a.y = y.data();
+        const simdnorm::status s = simdnorm::mean_variance_norm(d, d, prm, a);
+        REQUIRE_MESSAGE(s.ok(), s.message());
+        std::vector<chref::unit_ref> units;
+        std::vector<std::size_t> unit_of;
+        const std::vector<double> want = mvn_ref(x, shape, axes, 1e-9, &units, &unit_of);
+        const double dp = chref::depth(units[0].n, test::lanes(i), 1);  // any path
+        std::size_t bad = 0;
+        for (std::size_t k = 0; k < numel; ++k) {
+          const chref::unit_ref& st = units[unit_of[k]];
+          // sigma = sqrt(var) + 1e-9 here: eps = 1e-18 keeps the bound finite for one-value units
+          bad += !(std::fabs(y[k] - want[k]) <= chref::centered_bound(dp, st, 1e-18, x[k], 1, 0, want[k]));
+        }
+        CHECK(bad == 0);
+      }
+  });
+}
+
+// ---- bad input: a clear status, nothing written ---------------------------------------------
+
+namespace {
+
+using code = simdnorm::status_code;
+
+struct bad_gn {
+  std::vector<float> x = std::vector<float>(2 * 6 * 4, 1.5f), y = std::vector<float>(48, 7.f);
+  tensor_desc d = tensor_desc::contiguous({2, 6, 4});
+  simdnorm::norm_args args() {
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    return a;
+  }
+  void expect(const simdnorm::status& s, code c, const char* what) {
+    CHECK(s.code() == c);
+    CHECK_MESSAGE(std::string(s.message()).find(what) != std::string::npos, s.message());
+    for (float v : y) CHECK(v == 7.f);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("group_norm error: channels not divisible by groups, or no groups") {
+  bad_gn t;
+  for (int g : {4, 0, -2}) {
+    simdnorm::group_norm_params p;
+    p.num_groups = g;
+    t.expect(simdnorm::group_norm(t.d, t.d, p, t.args()), code::invalid_argument, "divide C=6");
+  }
+}
+
+TEST_CASE("group_norm error: eps negative or NaN") {
+  bad_gn t;
+  for (float eps : {-1.f, std::numeric_limits<float>::quiet_NaN()}) {
+    simdnorm::group_norm_params p;
+    p.eps = eps;
+    t.expect(simdnorm::group_norm(t.d, t.d, p, t.args()), code::invalid_argument, "eps");
+  }
+}
+
+TEST_CASE("group_norm error: mismatched shapes") {
+  bad_gn t;
+  t.expect(simdnorm::group_norm(t.d, tensor_desc::contiguous({2, 6, 5}), {}, t.args()),
+           code::invalid_argument, "shape[2]");
+}
+
+TEST_CASE("group_norm error: BatchNorm-only arguments") {
+  bad_gn t;
+  std::vector<float> rm(6), rv(6);
+  simdnorm::norm_args a = t.args();
+  a.running_mean = rm.data(), a.running_var = rv.data();
+  t.expect(simdnorm::group_norm(t.d, t.d, {}, a), code::invalid_argument, "BatchNorm training arguments");
+}
+
+TEST_CASE("group_norm error: unsupported strides") {
+  bad_gn t;
+  tensor_desc odd = tensor_desc::contiguous({2, 6, 4});
+  odd.strides[2] = 2, odd.strides[1] = 8, odd.strides[0] = 48;  // spatial strided, channels too
+  std::vector<float> big(96, 1.f);
+  simdnorm::norm_args a = t.args();
+  a.x = big.data();
+  simdnorm::group_norm_params p;
+  p.num_groups = 2;
+  t.expect(simdnorm::group_norm(odd, t.d, p, a), code::unsupported_layout, "strides");
+}
+
+TEST_CASE("instance_norm error: no spatial dims") {
+  bad_gn t;
+  const tensor_desc d2 = tensor_desc::contiguous({8, 6});
+  t.expect(simdnorm::instance_norm(d2, d2, {}, t.args()), code::invalid_argument, "at least 3");
+}
+
+TEST_CASE("mean_variance_norm error: axes count, range, duplicates") {
+  bad_gn t;
+  simdnorm::mean_variance_norm_params p;
+  p.num_axes = 0;
+  t.expect(simdnorm::mean_variance_norm(t.d, t.d, p, t.args()), code::invalid_argument, "num_axes=0");
+  p.num_axes = 2;
+  p.axes[0] = 1, p.axes[1] = 3;
+  t.expect(simdnorm::mean_variance_norm(t.d, t.d, p, t.args()), code::invalid_argument, "axes[1]=3");
+  p.axes[0] = 2, p.axes[1] = -1;
+  t.expect(simdnorm::mean_variance_norm(t.d, t.d, p, t.args()), code::invalid_argument, "appears twice");
+}
+
+TEST_CASE("mean_variance_norm error: a pattern of axes the plan cannot serve") {
+  bad_gn t;
+  std::vector<float> x(2 * 3 * 4 * 5, 1.f), y(x.size(), 7.f);
+  const tensor_desc d = tensor_desc::contiguous({2, 3, 4, 5});
+  simdnorm::mean_variance_norm_params p;
+  p.num_axes = 2;
+  p.axes[0] = 0, p.axes[1] = 2;  // reduced, kept, reduced, kept
+  simdnorm::norm_args a;
+  a.x = x.data(), a.y = y.data();
+  const simdnorm::status s = simdnorm::mean_variance_norm(d, d, p, a);
+  CHECK(s.code() == code::unsupported_layout);
+  for (float v : y) CHECK(v == 7.f);
+}
+
+TEST_CASE("mean_variance_norm error: gamma, beta or statistics outputs") {
+  bad_gn t;
+  std::vector<float> g(6);
+  simdnorm::norm_args a = t.args();
+  a.gamma = g.data();
+  simdnorm::mean_variance_norm_params p;
+  p.num_axes = 1;
+  p.axes[0] = 2;
+  t.expect(simdnorm::mean_variance_norm(t.d, t.d, p, a), code::invalid_argument, "x and y only");
+}
