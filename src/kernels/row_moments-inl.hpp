@@ -47,7 +47,7 @@ template <class V, bool Shift, std::size_t R>
 inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* out) {
   constexpr std::size_t W = V::size;
   float p[R];
-  double mean[R], m2[R];
+  double mean[R] = {}, m2[R] = {};  // set by the first chunk (n >= 1)
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = Shift ? x[r][0] : 0.f;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
@@ -134,7 +134,6 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
   constexpr std::size_t W = V::size;
   alignas(64) float p[W], tail[W], center[W];
   V acc[W];
-  const std::size_t vec_end = n - n % W;
   for (std::size_t r = 0; r < W; ++r) {
     p[r] = Shift ? x[r][0] : 0.f;
     const V vp(p[r]);
