@@ -33,11 +33,14 @@ OP_TITLES = {
     "layer_norm": "LayerNorm forward",
     "batch_norm_inference": "BatchNorm inference",
     "batch_norm_training": "BatchNorm training-mode forward (batch statistics)",
-    "group_norm": "GroupNorm forward",
+    "group_norm32": "GroupNorm(32) forward",
 }
 MiB = 1 << 20
 # Cores' worth of run-queue waiting above which a repetition counts as disturbed.
 RUNQ_LIMIT = 0.1
+# simdnorm / best peer (ratio of ratios) at or above this, below 1: a tie, not a loss (the
+# repeatability of a ratio on this kind of shared machine is a few per cent at best).
+TIE = 0.95
 
 
 def impl_order(name):
@@ -243,15 +246,33 @@ def bandwidth_tables(rows, impls_by_op):
             if has_peer and "simdnorm" in impls:
                 s = r["ratio"].get("simdnorm")
                 peers = {k: v for k, v in r["ratio"].items() if k != "simdnorm"}
+                # Compare undisturbed cells; fall back to all, marked ~.
+                clean = {k: v for k, v in peers.items() if k not in r["disturbed"]}
+                shaky = "simdnorm" in r["disturbed"] or not clean
+                if not shaky:
+                    peers = clean
                 if not s or not peers or not max(peers.values()):
                     cells.append("-")
                 else:
                     bp = max(peers, key=peers.get)
                     x = s / peers[bp]
-                    cells.append("%.2fx" % x + ("" if x >= 1 else " **loses to %s**" % bp))
+                    t = "%.2fx" % x + ("" if x >= 1 else " **loses to %s**" % bp if x < TIE
+                                       else " (tie with %s)" % bp)
+                    cells.append(t + (" ~" if shaky else ""))
             out.append("| " + " | ".join(cells) + " |")
         diffs = sorted({(k, v) for r in rows if r["op"] == op for k, v in r["differs"].items()},
                        key=lambda kv: -kv[1])
+        used = {}
+        for r in rows:
+            if r["op"] == op:
+                for k, lab in r["labels"].items():
+                    if k != "simdnorm" and lab:
+                        used.setdefault((k, lab), set()).add(r["layout"])
+        if used:
+            out.append("")
+            out.append("Peer implementations that ran (oneDNN's own name, libtorch's CPU "
+                       "capability): " + "; ".join("%s %s: %s" % (k, "/".join(sorted(l)), lab)
+                                                   for (k, lab), l in sorted(used.items())) + ".")
         nd = sum(len(r["disturbed"]) for r in rows if r["op"] == op)
         if nd:
             out.append("")
@@ -270,26 +291,33 @@ def bandwidth_tables(rows, impls_by_op):
     return out
 
 
-def losses(rows):
+def losses(rows, reliable=True):
+    """Rows where a peer's ratio beats simdnorm's; reliable: both cells undisturbed."""
     lines = []
     for r in rows:
         s = r["ratio"].get("simdnorm")
         if s is None:
             continue
         for k, v in r["ratio"].items():
-            if k != "simdnorm" and v > s:
+            ok = "simdnorm" not in r["disturbed"] and k not in r["disturbed"]
+            if k != "simdnorm" and v > s and ok == reliable:
                 lines.append((r["op"], r["layout"], shape_text(r["op"], r["params"]), r["regime"],
                               r["threads"], k, s, v, r["impl"]["simdnorm"], r["impl"][k]))
     return lines
 
 
 def errors_list(rows):
-    out = []
+    """One line per (op, implementation, message), with the cells it applies to."""
+    by = {}
     for r in rows:
         for k, e in r["errors"].items():
-            out.append("- %s %s %s t=%d, %s: %s" % (r["op"], r["layout"],
-                                                     shape_text(r["op"], r["params"]),
-                                                     r["threads"], k, e))
+            by.setdefault((r["op"], k, e), []).append(
+                "%s %s t=%d" % (r["layout"], shape_text(r["op"], r["params"]), r["threads"]))
+    out = []
+    for (op, k, e), where in sorted(by.items()):
+        n_op = sum(1 for r in rows if r["op"] == op)
+        out.append("- %s, %s: %s (%s)" % (op, k, e, "every shape" if len(where) == n_op
+                                          else "; ".join(where)))
     return out
 
 
@@ -355,28 +383,37 @@ def charts(rows, impls_by_op, out_dir):
         op_rows = [r for r in rows if r["op"] == op]
         threads = sorted({r["threads"] for r in op_rows})
         # Bandwidth per shape, one panel per thread count.
-        fig, axes = plt.subplots(len(threads), 1, figsize=(max(8, 0.55 * len(op_rows) / len(threads) + 3),
-                                                          3.6 * len(threads)), squeeze=False)
+        fig, axes = plt.subplots(len(threads), 1, figsize=(max(8, 0.6 * len(op_rows) / len(threads) + 3),
+                                                          4.4 * len(threads)), squeeze=False)
         for ax, t in zip(axes[:, 0], threads):
             rs = [r for r in op_rows if r["threads"] == t]
-            labels = ["%s\n%s%s" % (shape_text(op, r["params"]).replace(", ", "\n"),
-                                    "" if r["layout"] == "rows" else r["layout"] + " ",
-                                    r["regime"]) for r in rs]
+            labels = ["%s %s%s" % (shape_text(op, r["params"]),
+                                   "" if r["layout"] == "rows" else r["layout"] + " ",
+                                   r["regime"]) for r in rs]
             n = len(impls)
             w = 0.8 / n
             for j, impl in enumerate(impls):
                 xs = [i + (j - (n - 1) / 2) * w for i in range(len(rs))]
                 ys = [r["impl"].get(impl, 0) for r in rs]
-                ax.bar(xs, ys, w, label=impl, color=colors.get(impl))
+                bars = ax.bar(xs, ys, w, label=impl, color=colors.get(impl))
+                for bar, r in zip(bars, rs):  # disturbed cells hatched
+                    if impl in r["disturbed"]:
+                        bar.set_hatch("///")
+                        bar.set_edgecolor("white")
             ax.scatter(range(len(rs)), [r["copy"] or 0 for r in rs], marker="_", s=400,
                        color="black", label="copy limit", zorder=3)
             ax.set_xticks(range(len(rs)))
-            ax.set_xticklabels(labels, fontsize=7)
+            ax.set_xticklabels(labels, fontsize=7, rotation=35, ha="right")
             ax.set_yscale("log")
             ax.set_ylabel("GB/s (x read + y written)")
-            ax.set_title("%s, %d thread%s" % (OP_TITLES.get(op, op), t, "" if t == 1 else "s"))
+            ax.set_title("%s, %d thread%s (hatched: disturbed repetitions)" % (
+                OP_TITLES.get(op, op), t, "" if t == 1 else "s"), fontsize=10)
             ax.grid(axis="y", which="both", alpha=0.3)
-            ax.legend(fontsize=7, ncol=len(impls) + 1)
+            from matplotlib.patches import Patch
+            from matplotlib.lines import Line2D
+            handles = [Patch(color=colors.get(i, "gray"), label=i) for i in impls]
+            handles.append(Line2D([], [], color="black", linewidth=2, label="copy limit"))
+            ax.legend(handles=handles, fontsize=7, ncol=len(impls) + 1)
         fig.tight_layout()
         name = "bw_%s.png" % op
         fig.savefig(os.path.join(out_dir, name), dpi=110)
@@ -474,10 +511,17 @@ run-queue time above %.2f cores' worth: another process was running) are set asi
 has undisturbed ones. Implementations are compared by the ratio, which holds on a noisy
 shared machine (GB/s measured minutes apart do not). "copy limit GB/s" is the median of the
 row's copy measurements. Bold: the highest ratio of the row. "simdnorm / best peer" (ratio of
-ratios) < 1 means a peer is faster on that row. `n/a`: the peer has no such op; `mismatch`: its output differed from
+ratios) < 1 means a peer is faster on that row (0.95 to 1: a tie within the noise). `n/a`: the peer has no such op; `mismatch`: its output differed from
 simdnorm's and it was not timed. `torch` is libtorch's default dispatch; `torch_avx512` the same
 with `ATEN_CPU_CAPABILITY=avx512` (a separate process: the capability is fixed per process).
 """ % RUNQ_LIMIT)
+    L.append("""To reproduce: `scripts/bench_report.sh` (Debian; it installs the build dependencies and
+Debian's python3-matplotlib through `scripts/setup.sh`, builds `build-report/` and writes
+`report/`). The peers are optional: `scripts/bench_report.sh --peers` also installs them
+(`libdnnl-dev`, `libtorch-dev`, i.e. `scripts/setup.sh --peers`); without them the tables have
+simdnorm alone. `--full` runs a longer sweep (5 repetitions, 3x longer runs, 1, 2, 4, ... threads
+up to the core count).
+""")
     if a.notes:
         L.append(a.notes + "\n")
     L.append("## Bandwidth\n")
@@ -485,18 +529,28 @@ with `ATEN_CPU_CAPABILITY=avx512` (a separate process: the capability is fixed p
     lo = losses(rows)
     L.append("## Where simdnorm loses\n")
     if lo:
+        L.append("Every undisturbed cell where a peer's ratio is higher than simdnorm's "
+                 "(below 0.95: a loss; 0.95 to 1: a tie within the noise).\n")
         L.append("| op | layout | shape | regime | threads | peer | simdnorm GB/s (ratio) | peer GB/s (ratio) | simdnorm / peer |")
         L.append("|---|---|---|---|---|---|---|---|---|")
         for op, lay, sh, reg, t, k, s, v, sg, vg in lo:
-            L.append("| %s | %s | %s | %s | %d | %s | %s (%.2f) | %s (%.2f) | %.2f |" % (
-                op, lay, sh, reg, t, k, fmt_gbps(sg), s, fmt_gbps(vg), v, s / v))
+            L.append("| %s | %s | %s | %s | %d | %s | %s (%.2f) | %s (%.2f) | %s |" % (
+                op, lay, sh, reg, t, k, fmt_gbps(sg), s, fmt_gbps(vg), v,
+                "**%.2f**" % (s / v) if s / v < TIE else "%.2f (tie)" % (s / v)))
     else:
-        L.append("Nowhere in this run: simdnorm is the fastest on every row.")
+        L.append("Nowhere in this run among the undisturbed cells.")
+    shaky = losses(rows, reliable=False)
+    if shaky:
+        L.append("")
+        L.append("Also faster than simdnorm, but in cells whose repetitions were all disturbed "
+                 "(not a reliable comparison): " +
+                 "; ".join("%s %s %s t=%d %s (%.2f vs %.2f)" % (op, lay, sh, t, k, v, s)
+                           for op, lay, sh, reg, t, k, s, v, sg, vg in shaky) + ".")
     L.append("")
     errs = errors_list(rows)
     if errs:
         L.append("Not timed (reported by the benchmark):\n")
-        L.extend(sorted(set(errs)))
+        L.extend(errs)
         L.append("")
     if chart_files or chart_note:
         L.append("## Charts\n")

@@ -8,9 +8,9 @@
 #   (default)    compare with the peers that are installed (Debian libdnnl-dev, libtorch-dev)
 #   --peers      install them first (scripts/setup.sh --peers), then compare
 #   --no-peers   simdnorm only, even when the peers are installed
-#   --full       a longer, fuller sweep: 7 repetitions of longer runs, and thread counts
-#                1, 2, 4, ... up to the core count (default: 3 repetitions, 1 and 2 threads;
-#                about 6 minutes on a 2-core machine, build included)
+#   --full       a longer, fuller sweep: 5 repetitions of 3x longer runs, thread counts
+#                1, 2, 4, ... up to the core count, longer waits for a quiet machine
+#                (default: 3 repetitions, 1 and 2 threads)
 #   --out DIR    report folder (default: report/ in the repository, git-ignored)
 #   --build-dir  build folder (default: build-report/, a Release build of the benchmarks only)
 #
@@ -33,7 +33,7 @@ for ((i = 1; i <= $#; ++i)); do
     --full) full=1 ;;
     --out) i=$((i + 1)); out=${!i} ;;
     --build-dir) i=$((i + 1)); build=${!i} ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "bench_report.sh: unknown option '$a'" >&2; exit 2 ;;
   esac
 done
@@ -63,30 +63,31 @@ cmake --build "$build" --target simdnorm_bench simdnorm_accuracy -j "$(nproc)" >
 bench="$build/bench/simdnorm_bench"
 accuracy="$build/bench/simdnorm_accuracy"
 
-# 3. The sweep. Shapes (the names' parameters) are split by regime, so that the DRAM-sized
-# cases get runs long enough for all three copy kinds (each timed iteration is followed by one
-# of them in rotation), without making every cache-resident case that long.
+# 3. The sweep: every benchmark of the compared ops and shapes, simdnorm and the peers, in one
+# process with its repetitions randomly interleaved (bench/peers/bench_peers.cpp says why).
+# DRAM-sized cases may get a single timed iteration per repetition at the main run's minimum
+# time; the benchmark still times all three copy kinds after it.
 ncpu=$(nproc)
 if [ "$full" = 1 ]; then
-  reps=7; min_cache=0.1; min_dram=0.4; quiet_max=120
+  reps=5; min_time=0.1; quiet_max=120
   threads=1; t=2; while [ "$t" -le "$ncpu" ]; do threads="$threads,$t"; t=$((t * 2)); done
   [ "$ncpu" -gt 1 ] && [[ ",$threads," != *",$ncpu,"* ]] && threads="$threads,$ncpu"
 else
-  reps=3; min_cache=0.05; min_dram=0.15; quiet_max=20
+  reps=3; min_time=0.03; quiet_max=15
   threads=1; [ "$ncpu" -gt 1 ] && threads=1,2
 fi
-# Ops compared with the peers; the cache-resident and the DRAM-sized shapes of each.
-ops='(layer_norm|batch_norm_inference|batch_norm_training|group_norm)'
-cache_re="x_MiB:1/|/(1x64x112x112|8x64x56x56|32x256x14x14|32x512x7x7|256x2048x1x1|1x320x64x64|1x640x32x32)/"
-dram_re="x_MiB:256/|/64x64x128x128/"
+# Ops compared with the peers, and their shapes: LayerNorm x of 1 MiB (cache) and 256 MiB
+# (DRAM); BatchNorm CNN shapes (cache) and one 256 MiB tensor; GroupNorm(32) UNet shapes.
+ops='(layer_norm|batch_norm_inference|batch_norm_training|group_norm32)'
+shapes="x_MiB:(1|256)/|/(1x64x112x112|8x64x56x56|32x256x14x14|32x512x7x7|256x2048x1x1|64x64x128x128|1x320x64x64|1x640x32x32)/"
 
 # On a shared machine, start each sweep when the other processes leave the CPUs alone (less
-# than 0.3 cores busy over a second), waiting at most $1 seconds. Repetitions that are disturbed
-# anyway are detected by the benchmark (runq_wait) and set aside by the report.
+# than 0.3 cores busy over a second), waiting at most $quiet_max seconds. Repetitions that are
+# disturbed anyway are detected by the benchmark (runq_wait) and set aside by the report.
 wait_quiet() {
-  local max=$1 waited=0 a b
+  local waited=0 a b
   [ -r /proc/stat ] || return 0
-  while [ "$waited" -lt "$max" ]; do
+  while [ "$waited" -lt "$quiet_max" ]; do
     a=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)
     sleep 1
     b=$(awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat)
@@ -97,37 +98,35 @@ wait_quiet() {
     fi
     waited=$((waited + 1))
   done
-  log "machine still busy after ${max}s (other processes); running anyway"
+  log "machine still busy after ${quiet_max}s (other processes); running anyway"
 }
 
-run_sweep() {  # name, impl regex, regime regex, min time, [env...]
-  local name=$1 impl=$2 regime=$3 mt=$4
-  shift 4
-  wait_quiet "$quiet_max"
-  log "sweep $name (repetitions $reps, min time $mt s, threads $threads)"
+run_sweep() {  # name, impl regex, [env...]
+  local name=$1 impl=$2
+  shift 2
+  wait_quiet
+  log "sweep $name (repetitions $reps, min time $min_time s, threads $threads)"
   env "$@" "$bench" --simdnorm_threads="$threads" \
-    --benchmark_filter="^$ops/$impl/.*($regime)" \
+    --benchmark_filter="^$ops/$impl/.*($shapes)" \
     --benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true \
-    --benchmark_min_time="$mt" --benchmark_report_aggregates_only=false \
+    --benchmark_min_time="$min_time" \
     --benchmark_out="$raw/bench_$name.json" --benchmark_out_format=json >"$raw/bench_$name.txt" 2>&1 ||
     { log "sweep $name failed, see $raw/bench_$name.txt"; tail -5 "$raw/bench_$name.txt" >&2; }
 }
-run_sweep cache '[^/]+' "$cache_re" "$min_cache" -u ATEN_CPU_CAPABILITY
-run_sweep dram '[^/]+' "$dram_re" "$min_dram" -u ATEN_CPU_CAPABILITY
+run_sweep main '[^/]+' -u ATEN_CPU_CAPABILITY
 
 # libtorch's AVX-512 kernels are used only when forced, and the choice is fixed per process.
 has_torch=0
 "$bench" --benchmark_list_tests --benchmark_filter='^layer_norm/torch/' 2>/dev/null | grep -q . && has_torch=1
-if [ "$has_torch" = 1 ] && grep -qw avx512bw /proc/cpuinfo 2>/dev/null; then
-  run_sweep cache_torch_avx512 torch_avx512 "$cache_re" "$min_cache" ATEN_CPU_CAPABILITY=avx512
-  run_sweep dram_torch_avx512 torch_avx512 "$dram_re" "$min_dram" ATEN_CPU_CAPABILITY=avx512
-fi
+avx512=0
+[ "$has_torch" = 1 ] && grep -qw avx512bw /proc/cpuinfo 2>/dev/null && avx512=1
+[ "$avx512" = 1 ] && run_sweep torch_avx512 torch_avx512 ATEN_CPU_CAPABILITY=avx512
 
 # 4. Accuracy.
 log "accuracy"
 env -u ATEN_CPU_CAPABILITY "$accuracy" --json "$raw/accuracy.json" >"$raw/accuracy.md"
 acc=("$raw/accuracy.json")
-if [ "$has_torch" = 1 ] && grep -qw avx512bw /proc/cpuinfo 2>/dev/null; then
+if [ "$avx512" = 1 ]; then
   ATEN_CPU_CAPABILITY=avx512 "$accuracy" --only torch_avx512 --json "$raw/accuracy_torch_avx512.json" \
     >"$raw/accuracy_torch_avx512.md"
   acc+=("$raw/accuracy_torch_avx512.json")

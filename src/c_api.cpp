@@ -288,7 +288,8 @@ simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim
   for (int i = ndim - 1; i >= 0; --i) {
     t.shape[i] = shape[i];
     t.strides[i] = s;
-    s *= shape[i];  // overflow or bad dims are reported when a plan is made from it
+    // wraps (unsigned) rather than overflow; a plan made from such a desc reports it
+    s = std::int64_t(std::uint64_t(s) * std::uint64_t(shape[i]));
   }
   *d = t;
   return SIMDNORM_OK;

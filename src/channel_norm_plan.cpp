@@ -301,7 +301,10 @@ struct channel_norm_plan final : plan_impl {
     return a.y + b * g.yb + u * g.yu;
   }
 
-  part_range part_of(std::size_t j) const {
+  /// Part j of a unit cut into n parts: ranges of whole segments when there are at least n
+  /// segments, else each segment cut into n / nseg pieces (16-float aligned).
+  part_range part_of(std::size_t j) const { return part_of(j, parts); }
+  part_range part_of(std::size_t j, std::size_t parts) const {
     if (std::size_t(g.nseg) >= parts) {
       const std::int64_t k0 = g.nseg * std::int64_t(j) / std::int64_t(parts);
       const std::int64_t k1 = g.nseg * std::int64_t(j + 1) / std::int64_t(parts);
@@ -362,11 +365,16 @@ struct channel_norm_plan final : plan_impl {
   }
 
   void run_fused(const norm_args& a, std::size_t begin, std::size_t end) const {
-    constexpr std::size_t kBlock = 4;  // units whose statistics run interleaved
+    constexpr std::size_t kBlock = 4;  // short units whose statistics run interleaved
     const std::size_t q_end = std::min(units_total, end * units_per_task);
     const part_range whole{0, g.nseg, 0, g.len};
-    for (std::size_t q0 = begin * units_per_task; q0 < q_end; q0 += kBlock) {
-      const std::size_t n = std::min(kBlock, q_end - q0);
+    if (unit_elements * 4 > kTaskElements) {
+      if (begin * units_per_task < q_end) run_long_units(a, begin * units_per_task, q_end);
+      return;
+    }
+    const std::size_t block = kBlock;
+    for (std::size_t q0 = begin * units_per_task; q0 < q_end; q0 += block) {
+      const std::size_t n = std::min(block, q_end - q0);
       const float* xs[kBlock];
       for (std::size_t r = 0; r < n; ++r) xs[r] = unit_x(a, q0 + r);
       moments_f64 m[kBlock];
@@ -397,6 +405,17 @@ struct channel_norm_plan final : plan_impl {
       j.relu = relu;
       j.stream = stream;
       kernels->plane_affine(j);
+    }
+  }
+
+  /// Long units [q0, q1), one after the other: statistics, then the normalize pass from cache.
+  void run_long_units(const norm_args& a, std::size_t q0, std::size_t q1) const {
+    const part_range whole{0, g.nseg, 0, g.len};
+    for (std::size_t q = q0; q < q1; ++q) {
+      const moments_f64 m = part_moments(a, q, whole);
+      const unit_stats s = finish(m);
+      unit_outputs(a, q, m, s);
+      normalize_unit(a, q, s, whole);
     }
   }
 
@@ -661,7 +680,9 @@ void schedule(channel_norm_plan& p) {
       parts = per_seg * std::size_t(g.nseg);
     }
     if (parts <= 1) {
-      p.units_per_task = std::min(units, ceil_div(ceil_div(kTaskElements, n), 4) * 4);
+      // short units go 4 at a time through the interleaved statistics kernel
+      p.units_per_task = ceil_div(kTaskElements, n);
+      if (n * 4 <= kTaskElements) p.units_per_task = std::min(units, ceil_div(p.units_per_task, 4) * 4);
       p.phases.push_back({phase_kind::fused_units, ceil_div(units, p.units_per_task)});
     } else {
       p.parts = parts;
@@ -911,33 +932,37 @@ status plan::mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
   return detail::make_mvn(x, y, params, out);
 }
 
+namespace {
+/// One-shot call: make a plan with `make`, then execute it.
+template <class Params>
+status one_shot(status (*make)(const tensor_desc&, const tensor_desc&, const Params&, plan*) noexcept,
+                const tensor_desc& x, const tensor_desc& y, const Params& params,
+                const norm_args& args, executor* exec) noexcept {
+  plan p;
+  status s = make(x, y, params, &p);
+  return s ? p.execute(args, exec) : s;
+}
+}  // namespace
+
 status batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_norm_params& params,
                   const norm_args& args, executor* exec) noexcept {
-  plan p;
-  status s = plan::batch_norm(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
+  return one_shot(&plan::batch_norm, x, y, params, args, exec);
 }
 
 status group_norm(const tensor_desc& x, const tensor_desc& y, const group_norm_params& params,
                   const norm_args& args, executor* exec) noexcept {
-  plan p;
-  status s = plan::group_norm(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
+  return one_shot(&plan::group_norm, x, y, params, args, exec);
 }
 
 status instance_norm(const tensor_desc& x, const tensor_desc& y, const instance_norm_params& params,
                      const norm_args& args, executor* exec) noexcept {
-  plan p;
-  status s = plan::instance_norm(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
+  return one_shot(&plan::instance_norm, x, y, params, args, exec);
 }
 
 status mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
                           const mean_variance_norm_params& params, const norm_args& args,
                           executor* exec) noexcept {
-  plan p;
-  status s = plan::mean_variance_norm(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
+  return one_shot(&plan::mean_variance_norm, x, y, params, args, exec);
 }
 
 }  // namespace simdnorm

@@ -105,30 +105,39 @@ const std::size_t kC[] = {1, 3, 15, 16, 17, 64};
 const std::size_t kS[] = {1, 7, 49, 3136};
 const std::size_t kN[] = {1, 2, 5};
 
+/// f(N, C, S, nhwc) over every sweep shape and both layouts.
+template <class F>
+void for_each_shape(F f) {
+  for (std::size_t C : kC)
+    for (std::size_t S : kS)
+      for (std::size_t N : kN)
+        for (bool nhwc : {false, true}) {
+          if (test::quick() && N * C * S > 40000) continue;  // emulated: smaller tensors
+          f(N, C, S, nhwc);
+        }
+}
+
 }  // namespace
 
 TEST_CASE("group_norm: every channel count, group size, plane size and batch matches float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 1;
     std::size_t v = 0;
-    for (std::size_t C : kC)
-      for (std::size_t S : kS)
-        for (std::size_t N : kN)
-          for (bool nhwc : {false, true}) {
-            // groups: 1, all channels, and a divisor in between where there is one
-            const std::size_t mid = C % 4 == 0 ? C / 4 : C % 3 == 0 ? C / 3 : C % 5 == 0 ? C / 5 : 1;
-            for (std::size_t G : {std::size_t(1), C, mid}) {
-              gn_case c{N, C, S, G};
-              c.nhwc = nhwc;
-              c.gamma = v % 4 != 1;
-              c.beta = v % 4 != 2;
-              c.per_group = v % 3 == 2;
-              c.in_place = v % 5 == 4;
-              c.mis = v % 7;
-              ++v;
-              check_case(i, c, seed++);
-            }
-          }
+    for_each_shape([&](std::size_t N, std::size_t C, std::size_t S, bool nhwc) {
+      // groups: 1, all channels, and a divisor in between where there is one
+      const std::size_t mid = C % 4 == 0 ? C / 4 : C % 3 == 0 ? C / 3 : C % 5 == 0 ? C / 5 : 1;
+      for (std::size_t G : {std::size_t(1), C, mid}) {
+        gn_case c{N, C, S, G};
+        c.nhwc = nhwc;
+        c.gamma = v % 4 != 1;
+        c.beta = v % 4 != 2;
+        c.per_group = v % 3 == 2;
+        c.in_place = v % 5 == 4;
+        c.mis = v % 7;
+        ++v;
+        check_case(i, c, seed++);
+      }
+    });
   });
 }
 
@@ -136,19 +145,16 @@ TEST_CASE("instance_norm: every channel count, plane size and batch matches floa
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 300;
     std::size_t v = 0;
-    for (std::size_t C : kC)
-      for (std::size_t S : kS)
-        for (std::size_t N : kN)
-          for (bool nhwc : {false, true}) {
-            gn_case c{N, C, S, C};
-            c.instance = true;
-            c.nhwc = nhwc;
-            c.gamma = v % 3 != 1;
-            c.beta = v % 3 != 2;
-            c.mis = v % 5;
-            ++v;
-            check_case(i, c, seed++);
-          }
+    for_each_shape([&](std::size_t N, std::size_t C, std::size_t S, bool nhwc) {
+      gn_case c{N, C, S, C};
+      c.instance = true;
+      c.nhwc = nhwc;
+      c.gamma = v % 3 != 1;
+      c.beta = v % 3 != 2;
+      c.mis = v % 5;
+      ++v;
+      check_case(i, c, seed++);
+    });
   });
 }
 
@@ -180,8 +186,8 @@ TEST_CASE("group_norm: G = C equals InstanceNorm, bit for bit") {
   });
 }
 
-// Both are within their bound of float64, hence within twice the bound of each other; for a
-// dense group longer than the row kernel's chunk they run the same statistics code.
+// Both are within their bound of float64, hence within twice the bound of each other (both
+// use the same chunked scheme, with their own walkers).
 TEST_CASE("group_norm: G = 1 statistics equal LayerNorm statistics over C * spatial") {
   test::for_each_isa([](isa i) {
     for (std::size_t S : {std::size_t(7), std::size_t(49), std::size_t(3136)}) {

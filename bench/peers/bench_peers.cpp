@@ -3,8 +3,14 @@
 //   layer_norm/avx512bw/D:768/x_MiB:1/threads:2     (bench_rows.cpp, simdnorm)
 //   layer_norm/onednn/D:768/x_MiB:1/threads:2       (here)
 //   layer_norm/torch/D:768/x_MiB:1/threads:2        (here; torch_avx512 when ATen is forced)
-// Each is timed with bench::measure, so it carries its own in-run copy limit of the same bytes
-// at the same thread count, and its ratio.
+//   batch_norm_training/avx512bw/nhwc/8x64x56x56/threads:1   (bench_channels.cpp, simdnorm)
+//   batch_norm_training/onednn/nhwc/8x64x56x56/threads:1     (here)
+// Each is timed with bench::measure_on, the same machinery as simdnorm's bench::measure: its
+// own in-run copy limit of the same bytes at the same thread count, and its ratio. Two
+// differences make that copy comparable to the op it sits next to: it runs on the peer's thread
+// runtime (OpenMP; a oneTBB copy between OpenMP runs would fight the OpenMP workers, which spin
+// after each parallel region, for the cores), and it writes where the peer writes (libtorch
+// allocates its outputs; a copy into another buffer would see colder caches).
 //
 // Interleaving. These are separate benchmarks, and the report runs them all with
 // --benchmark_repetitions=N --benchmark_enable_random_interleaving=true and takes medians over
@@ -16,8 +22,10 @@
 // different benchmark machinery from simdnorm's own sweep and one shared iteration count.
 //
 // Correctness first: before a peer of a shape is timed the first time, its output is compared
-// with simdnorm's on the same input; a mismatch makes the benchmark an error (with the largest
-// difference in the message), never a timing.
+// with simdnorm's on the same input (simdnorm is within a few float roundings of a float64
+// reference: bench/accuracy.cpp). A wrong output makes the benchmark an error (with the largest
+// difference in the message), never a timing; a numerical difference from long float
+// reductions is timed and reported (counters max_diff_vs_simdnorm, numerics_differ).
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -262,11 +270,12 @@ void register_peer_benchmarks() {
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
-  // Channel ops: op/impl/layout/NxCxHxW[/G:groups]/threads:T.
+  // Channel ops: op/impl/layout/NxCxHxW/threads:T, as bench_channels.cpp (group_norm32 is
+  // GroupNorm with 32 groups).
   const struct { peers::op_kind op; const char* name; } channel_ops[] = {
       {peers::op_kind::batch_norm_inference, "batch_norm_inference"},
       {peers::op_kind::batch_norm_training, "batch_norm_training"},
-      {peers::op_kind::group_norm, "group_norm"},
+      {peers::op_kind::group_norm, "group_norm32"},
   };
   for (const auto& o : channel_ops)
     for (const peers::peer& peer : peers::available())
@@ -279,7 +288,6 @@ void register_peer_benchmarks() {
                                (lay == peers::layout::nchw ? "nchw/" : "nhwc/") +
                                std::to_string(sh.n) + "x" + std::to_string(sh.c) + "x" +
                                std::to_string(sh.h) + "x" + std::to_string(sh.w);
-            if (o.op == peers::op_kind::group_norm) name += "/G:" + std::to_string(kGnGroups);
             name += "/threads:" + std::to_string(t);
             benchmark::RegisterBenchmark(name.c_str(), bench_peer_channels, &peer, o.op, lay, sh,
                                          t, name)

@@ -144,17 +144,19 @@ struct norm_args {
   const float* x = nullptr;      ///< required
   float* y = nullptr;            ///< required
   const float* gamma = nullptr;  ///< optional scale over the normalized block (dense)
-  const float* beta = nullptr;   ///< optional shift over the normalized block (LayerNorm only)
+  const float* beta = nullptr;   ///< optional shift over the normalized block (not RMSNorm)
   float* mean = nullptr;  ///< optional output, one float per row (rows in row-major order)
   float* rstd = nullptr;  ///< optional output 1/sqrt(var + eps) (RMSNorm: 1/rms) per row
   /// Scratch memory of `plan::workspace_bytes()` bytes, 64-byte aligned, for plans with more
   /// than one phase (partial statistics between phases). `run` requires it when the plan needs
   /// it; `execute` allocates it when it is null.
   void* workspace = nullptr;
-  // BatchNorm training only. For the channel ops gamma and beta above have C entries (GroupNorm
-  // per-group form: num_groups); mean and rstd receive one float per statistics group: C for
-  // BatchNorm (the batch mean and 1/sqrt(biased var + eps)), N * num_groups for GroupNorm,
-  // N * C for InstanceNorm.
+  // For the channel ops gamma and beta have C entries (GroupNorm per-group form: num_groups;
+  // BatchNorm inference takes them in batch_norm_params instead), and mean and rstd receive one
+  // float per statistics group: C for BatchNorm training (the batch mean and
+  // 1/sqrt(biased var + eps)), N * num_groups for GroupNorm, N * C for InstanceNorm.
+
+  // BatchNorm training only:
   /// [C], read and updated in place (see batch_norm_params::convention). Optional; running_var
   /// must be given with it. Untouched when the call fails.
   float* running_mean = nullptr;

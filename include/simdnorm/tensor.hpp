@@ -23,8 +23,11 @@ struct tensor_desc {
       if (d.ndim == max_dims) { d.ndim = max_dims + 1; return d; }
       d.shape[d.ndim++] = v;
     }
-    std::int64_t s = 1;
-    for (int i = d.ndim - 1; i >= 0; --i) { d.strides[i] = s; s *= d.shape[i]; }
+    std::int64_t s = 1;  // the product wraps (unsigned) rather than overflow; plans report it
+    for (int i = d.ndim - 1; i >= 0; --i) {
+      d.strides[i] = s;
+      s = std::int64_t(std::uint64_t(s) * std::uint64_t(d.shape[i]));
+    }
     return d;
   }
 };
