@@ -31,6 +31,8 @@ SIMDNORM_ISAS = {"scalar", "sse2", "sse4_2", "avx2_fma", "avx512bw", "neon64"}
 PEER_ORDER = ["onednn", "torch", "torch_avx512"]
 OP_TITLES = {
     "layer_norm": "LayerNorm forward",
+    "layer_norm_single_mean": "LayerNorm forward with a single-float mean (prices the default hi + lo mean)",
+    "rms_norm": "RMSNorm forward",
     "batch_norm_inference": "BatchNorm inference",
     "batch_norm_training": "BatchNorm training-mode forward (batch statistics)",
     "group_norm32": "GroupNorm(32) forward",
@@ -90,7 +92,7 @@ def x_bytes(op, params):
 
 def shape_text(op, params):
     d = dict(params)
-    if op == "layer_norm" and "D" in d and "x_MiB" in d:
+    if op in ("layer_norm", "layer_norm_single_mean", "rms_norm") and "D" in d and "x_MiB" in d:
         return "D=%s, x %s MiB" % (d["D"], d["x_MiB"])
     out = []
     for k, v in params:
@@ -246,16 +248,13 @@ def bandwidth_tables(rows, impls_by_op):
             if has_peer and "simdnorm" in impls:
                 s = r["ratio"].get("simdnorm")
                 peers = {k: v for k, v in r["ratio"].items() if k != "simdnorm"}
-                # Compare undisturbed cells; fall back to all, marked ~.
-                clean = {k: v for k, v in peers.items() if k not in r["disturbed"]}
-                shaky = "simdnorm" in r["disturbed"] or not clean
-                if not shaky:
-                    peers = clean
                 if not s or not peers or not max(peers.values()):
                     cells.append("-")
                 else:
                     bp = max(peers, key=peers.get)
                     x = s / peers[bp]
+                    # ~: simdnorm's or that peer's repetitions were all disturbed.
+                    shaky = "simdnorm" in r["disturbed"] or bp in r["disturbed"]
                     t = "%.2fx" % x + ("" if x >= 1 else " **loses to %s**" % bp if x < TIE
                                        else " (tie with %s)" % bp)
                     cells.append(t + (" ~" if shaky else ""))
