@@ -26,19 +26,6 @@ struct row_moments {
 
 inline constexpr std::size_t kMomentChunk = 2048;
 
-// Loops over the R interleaved rows must be fully unrolled so that the per-row accumulators
-// live in registers (GCC at -O2 otherwise keeps a[R][4] on the stack, adding a store-forward
-// to every accumulation).
-#ifndef SIMDNORM_UNROLL
-#if defined(__clang__)
-#define SIMDNORM_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define SIMDNORM_UNROLL _Pragma("GCC unroll 16")
-#else
-#define SIMDNORM_UNROLL
-#endif
-#endif
-
 /// Moments of R rows of length n at once. Each row goes through exactly the operations of
 /// the R = 1 case; interleaving only lets the rows' dependent scalar tails (hadd, division,
 /// merge) overlap, which is what short rows are limited by. Results are bitwise independent

@@ -6,6 +6,19 @@
 // found by argument-dependent
 // lookup (xsimd's for batches, the ones below for scalar_vector).
 
+// Loops over interleaved rows (R rows at a time) must be fully unrolled so that the per-row accumulators
+// live in registers (GCC at -O2 otherwise keeps a[R][4] on the stack, adding a store-forward
+// to every accumulation).
+#ifndef SIMDNORM_UNROLL
+#if defined(__clang__)
+#define SIMDNORM_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define SIMDNORM_UNROLL _Pragma("GCC unroll 16")
+#else
+#define SIMDNORM_UNROLL
+#endif
+#endif
+
 /// One-lane stand-in for xsimd::batch, so the scalar ISA runs the same kernel source.
 struct scalar_vector {
   static constexpr std::size_t size = 1;
