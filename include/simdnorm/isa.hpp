@@ -36,14 +36,15 @@ SIMDNORM_EXPORT bool cpu_supports(isa i) noexcept;
 
 /// The ISA the next plan will use. If `SIMDNORM_ISA` names an ISA that cannot run here, the
 /// best runnable ISA is reported and plan creation fails with `unsupported_isa` until
-/// `force_isa` or `reset_isa` is called.
+/// `force_isa` is called.
 SIMDNORM_EXPORT isa active_isa() noexcept;
 
 /// Selects `i` for plans made from now on. Fails with `unsupported_isa` (and changes nothing)
 /// when `i` is not compiled in or the CPU cannot run it.
 SIMDNORM_EXPORT status force_isa(isa i) noexcept;
 
-/// Returns to the default selection (the best runnable ISA, ignoring `SIMDNORM_ISA`).
+/// Undoes `force_isa`: plans use the default selection again (`SIMDNORM_ISA` when set, else the
+/// best runnable ISA).
 SIMDNORM_EXPORT void reset_isa() noexcept;
 
 }  // namespace simdnorm
