@@ -2,11 +2,12 @@
 # Builds src/isa/<name>.cpp as an object library with the ISA's flags, always optimized: at -O0
 # the ISA objects would emit weak copies of inline helpers that the linker may share across
 # ISAs (the AVX-512 copy serving the SSE2 path). Appends to SIMDNORM_ISAS and defines
-# SIMDNORM_HAVE_<NAME>=1 for the dispatcher.
+# SIMDNORM_HAVE_<NAME>=1 for the dispatcher. -ffp-contract=off: the kernels fuse multiply-adds
+# only where they say so (fma/fms, fma1/fms1), so vector bodies and scalar tails round alike.
 function(simdnorm_add_isa name)
   add_library(simdnorm_isa_${name} OBJECT ${PROJECT_SOURCE_DIR}/src/isa/${name}.cpp)
   target_compile_features(simdnorm_isa_${name} PRIVATE cxx_std_17)
-  target_compile_options(simdnorm_isa_${name} PRIVATE ${ARGN} -O2 -fno-math-errno -Wall -Wextra)
+  target_compile_options(simdnorm_isa_${name} PRIVATE ${ARGN} -O2 -fno-math-errno -ffp-contract=off -Wall -Wextra)
   target_include_directories(simdnorm_isa_${name} PRIVATE
     ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include)
   target_link_libraries(simdnorm_isa_${name} PRIVATE simdnorm_xsimd)

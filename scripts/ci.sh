@@ -26,12 +26,19 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(release qemu-x86 asan arm package)
 
 say() { printf '\n==== %s ====\n' "$*"; }
+# Each stage runs in a subshell with errexit: a failing stage is reported, the next stages still
+# run, and the script fails at the end if any stage failed.
 summary=()
+failed=()
 run_stage() {
-  local name=$1 t0=$SECONDS
+  local name=$1 t0=$SECONDS rc
   say "stage $name"
-  "stage_$name"
-  summary+=("$(printf '%-9s %5ds' "$name" $((SECONDS - t0)))")
+  set +e
+  (set -e; "stage_$name")
+  rc=$?
+  set -e
+  [ $rc -eq 0 ] || failed+=("$name")
+  summary+=("$(printf '%-9s %5ds  %s' "$name" $((SECONDS - t0)) "$([ $rc -eq 0 ] && echo ok || echo FAILED)")")
 }
 
 # The ISA the default dispatch must pick on this CPU, from the kernel's view of the CPU flags
@@ -115,9 +122,9 @@ stage_arm() {
   [ -e /lib/ld-linux-aarch64.so.1 ] && qemu=(qemu-aarch64)  # multiarch libc: see the toolchain
   # Forced by the environment, and on a core without SVE (Neoverse N1): NEON only.
   SIMDNORM_ISA=neon64 SIMDNORM_EXPECT_ISA=neon64 \
-    timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" --minimal
+    timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" | tail -n 3
   QEMU_CPU=neoverse-n1 SIMDNORM_EXPECT_ISA=neon64 \
-    timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" --minimal
+    timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" | tail -n 3  # pipefail keeps a failure
   QEMU_CPU=neoverse-n1 timeout 300 "${qemu[@]}" "$build/arm/tests/simdnorm_test_c_api"
   unset SIMDNORM_TEST_QUICK
 }
@@ -191,3 +198,8 @@ done
 say "summary (wall time per stage, $jobs jobs)"
 printf '%s\n' "${summary[@]}"
 printf '%-9s %5ds\n' total $((SECONDS - t_all))
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "ci.sh: FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "ci.sh: all stages passed"

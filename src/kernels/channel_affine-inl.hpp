@@ -129,7 +129,7 @@ void plane_affine_impl(const plane_affine_job& j) {
           j.x + std::ptrdiff_t(o) * j.x_outer, j.y + std::ptrdiff_t(o) * j.y_outer, j.inner,
           j.len, j, cen, sc, sh, [&](float v, std::size_t k) {
             if constexpr (Center) v = v - cen[k];
-            v = v * sc[k] + sh[k];
+            v = fma1<V>(v, sc[k], sh[k]);
             if constexpr (Relu) v = relu_max(v);
             return v;
           });
@@ -154,7 +154,7 @@ void plane_affine_impl(const plane_affine_job& j) {
           },
           [&](float v, std::size_t) {
             if constexpr (Center) v = v - c;
-            v = v * a + b;  // contracted to an FMA where the ISA has one, as fma(V) is
+            v = fma1<V>(v, a, b);  // rounds as fma(V) does
             if constexpr (Relu) v = relu_max(v);
             return v;
           });
@@ -179,7 +179,7 @@ void row_affine_impl(const row_affine_job& j) {
         },
         [&](float v, std::size_t i) {
           if constexpr (Center) v = v - cen[i];
-          v = v * sc[i] + sh[i];
+          v = fma1<V>(v, sc[i], sh[i]);
           if constexpr (Relu) v = relu_max(v);
           return v;
         });

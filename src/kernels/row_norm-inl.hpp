@@ -67,10 +67,11 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
   const std::size_t n = cfg.cols;
   const float* g = cfg.gamma;
   const float* b = cfg.beta;
-  auto one = [&](std::size_t r, std::size_t i) {
-    float t = Centered ? (xs[r][i] - k[r].hi) * k[r].rs - k[r].lo_rs : xs[r][i] * k[r].rs;
-    if constexpr (Gamma) t = t * g[i];
-    if constexpr (Beta) t = t + b[i];
+  auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
+    float t = Centered ? fms1<V>(xs[r][i] - k[r].hi, k[r].rs, k[r].lo_rs) : xs[r][i] * k[r].rs;
+    if constexpr (Gamma && Beta) t = fma1<V>(t, g[i], b[i]);
+    else if constexpr (Gamma) t = t * g[i];
+    else if constexpr (Beta) t = t + b[i];
     ys[r][i] = t;
   };
   std::size_t i = 0;

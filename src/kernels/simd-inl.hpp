@@ -46,6 +46,24 @@ inline scalar_vector haddp(const scalar_vector* rows) { return rows[0]; }
 template <class V>
 inline V load(const float* p) { return V::load_unaligned(p); }
 
+/// Scalar fma / fms that round exactly as one lane of V's fma / fms: fused on ISAs with an FMA
+/// unit, two roundings on SSE2/SSE4.2. Scalar heads and tails use them so that an element's
+/// value does not depend on whether it fell in a vector or in a tail (streaming stores, padded
+/// rows, NCHW vs NHWC). The ISA objects are compiled with -ffp-contract=off, so plain + - *
+/// are single IEEE operations in both paths and only these are fused.
+template <class V>
+inline float fma1(float a, float b, float c) {
+  alignas(64) float t[V::size];
+  fma(V(a), V(b), V(c)).store_unaligned(t);
+  return t[0];
+}
+template <class V>
+inline float fms1(float a, float b, float c) {
+  alignas(64) float t[V::size];
+  fms(V(a), V(b), V(c)).store_unaligned(t);
+  return t[0];
+}
+
 /// Lane r of the result is the horizontal sum of rows[r], for r < V::size: one
 /// transpose-and-add for all rows. xsimd 8.1's AVX-512 haddp returns the sums in a permuted
 /// lane order (rows 2-5 and 10-13 swapped in pairs), so the 16-lane case folds each row to
