@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
-#include <new>
 
 #include "plan_impl.hpp"
 

@@ -1,7 +1,6 @@
 // Plans for the row-wise ops (LayerNorm, RMSNorm): validation, collapsing the outer dims into
 // runs of equally strided rows, and splitting rows into tasks.
 #include <algorithm>
-#include <new>
 
 #include "plan_impl.hpp"
 
