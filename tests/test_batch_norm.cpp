@@ -19,6 +19,14 @@ struct shape4 {
   std::size_t numel() const { return N * C * H * W; }
 };
 
+/// BatchNorm parameters for the layout and mode a test sweeps over (other fields default).
+simdnorm::batch_norm_params bn_params(bool nhwc, bool training) {
+  simdnorm::batch_norm_params p;
+  p.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+  p.training = training;
+  return p;
+}
+
 tensor_desc desc(const shape4& s, bool nhwc) {
   const auto n = std::int64_t(s.N), c = std::int64_t(s.C), h = std::int64_t(s.H), w = std::int64_t(s.W);
   return nhwc ? tensor_desc::contiguous({n, h, w, c}) : tensor_desc::contiguous({n, c, h, w});
@@ -421,9 +429,7 @@ TEST_CASE("batch_norm training: bitwise identical for any thread count (C = 1, 3
         std::vector<float> g(C), b(C);
         test::fill_normal(g.data(), C, 112, 1, 0.5);
         test::fill_normal(b.data(), C, 113);
-        simdnorm::batch_norm_params prm;
-        prm.training = true;
-        prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+        simdnorm::batch_norm_params prm = bn_params(nhwc, true);
         simdnorm::plan p;
         REQUIRE(simdnorm::plan::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, &p).ok());
         struct result {
@@ -471,9 +477,7 @@ TEST_CASE("batch_norm: streaming and regular stores give the same bits") {
           std::vector<std::vector<float>> ys;
           for (auto policy : {simdnorm::store_policy::regular, simdnorm::store_policy::streaming}) {
             test::buffer y(x0.size());
-            simdnorm::batch_norm_params prm;
-            prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
-            prm.training = training;
+            simdnorm::batch_norm_params prm = bn_params(nhwc, training);
             prm.fuse_relu = true;
             prm.stores = policy;
             simdnorm::norm_args a;
@@ -515,9 +519,7 @@ TEST_CASE("batch_norm training: constant channels give exactly beta and the cons
           std::vector<float> x(N * C * S, v), y(x.size()), g(C), b(C), mean(C), rstd(C);
           test::fill_normal(g.data(), C, 5, 1.0, 1.0);
           test::fill_normal(b.data(), C, 6);
-          simdnorm::batch_norm_params prm;
-          prm.training = true;
-          prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+          simdnorm::batch_norm_params prm = bn_params(nhwc, true);
           simdnorm::norm_args a;
           a.x = x.data(), a.y = y.data(), a.gamma = g.data(), a.beta = b.data();
           a.mean = mean.data(), a.rstd = rstd.data();
@@ -544,9 +546,7 @@ TEST_CASE("batch_norm training: mean 1e4 + N(0,1), N*H*W = 25088: statistics wit
       CAPTURE(nhwc);
       const std::vector<float> xin = nhwc ? chref::to_nhwc(x.data(), sh.N, sh.C, sh.S()) : x;
       std::vector<float> y(x.size()), mean(sh.C), rstd(sh.C);
-      simdnorm::batch_norm_params prm;
-      prm.training = true;
-      prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+      simdnorm::batch_norm_params prm = bn_params(nhwc, true);
       simdnorm::norm_args a;
       a.x = xin.data(), a.y = y.data(), a.mean = mean.data(), a.rstd = rstd.data();
       REQUIRE(simdnorm::batch_norm(desc(sh, nhwc), desc(sh, nhwc), prm, a).ok());
@@ -584,9 +584,7 @@ TEST_CASE("batch_norm: NaN or Inf stays in its own channel") {
           x0[(0 * C + 9) * S] = std::numeric_limits<float>::infinity();           // channel 9
           const std::vector<float> x = nhwc ? chref::to_nhwc(x0.data(), N, C, S) : x0;
           std::vector<float> y(x.size()), rm(C, 0.f), rv(C, 1.f);
-          simdnorm::batch_norm_params prm;
-          prm.training = training;
-          prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+          simdnorm::batch_norm_params prm = bn_params(nhwc, training);
           simdnorm::norm_args a;
           a.x = x.data(), a.y = y.data();
           if (training) a.running_mean = rm.data(), a.running_var = rv.data();
