@@ -37,7 +37,7 @@ struct row_prefetcher {
   std::size_t rows_left = 0, n = 0, i = 0;
   void step(std::size_t w) {
     if (rows_left == 0) return;
-    __builtin_prefetch(row + i);
+    __builtin_prefetch(row + i, 0, 2);  // to L2 (prefetcht1): L1 is busy with the group in hand
     i += w;
     if (i >= n) {
       i = 0;

@@ -43,6 +43,22 @@ inline float hadd(scalar_vector a) { return a.v; }
 /// Lane r of the result is the horizontal sum of rows[r] (xsimd::haddp's contract).
 inline scalar_vector haddp(const scalar_vector* rows) { return rows[0]; }
 
+#if defined(__AVX512F__)
+// xsimd 8.1 has no AVX-512 fma/fms/fnma: it falls back to its generic x * y + z, which the ISA
+// objects' -ffp-contract=off keeps as two instructions and two roundings. These overloads
+// (non-templates, so they win over xsimd's templates) emit the fused instructions.
+using avx512_vector = xsimd::batch<float, xsimd::avx512bw>;
+inline avx512_vector fma(const avx512_vector& a, const avx512_vector& b, const avx512_vector& c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+inline avx512_vector fms(const avx512_vector& a, const avx512_vector& b, const avx512_vector& c) {
+  return _mm512_fmsub_ps(a, b, c);
+}
+inline avx512_vector fnma(const avx512_vector& a, const avx512_vector& b, const avx512_vector& c) {
+  return _mm512_fnmadd_ps(a, b, c);
+}
+#endif
+
 template <class V>
 inline V load(const float* p) { return V::load_unaligned(p); }
 
@@ -66,21 +82,28 @@ inline float fms1(float a, float b, float c) {
 
 /// Lane r of the result is the horizontal sum of rows[r], for r < V::size: one
 /// transpose-and-add for all rows. xsimd 8.1's AVX-512 haddp returns the sums in a permuted
-/// lane order (rows 2-5 and 10-13 swapped in pairs), so the 16-lane case folds each row to
-/// 8 lanes and uses the AVX2 haddp, which is correct.
+/// lane order (rows 2-5 and 10-13 swapped in pairs) and is slow, so the 16-lane case has its
+/// own: four halving steps (128-bit blocks, then 64-bit pairs, then lanes), each one pair of
+/// shuffles and one add per output vector, 15 such steps in all. The steps leave row q's sum
+/// in lane kOrder[q]; kOrder is its own inverse, so feeding the rows in kOrder order puts
+/// row r's sum in lane r with no final permute.
 template <class V>
 inline V lane_sums(const V* rows) {
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if defined(__AVX512F__)
   if constexpr (V::size == 16) {
-    using half = xsimd::batch<float, xsimd::avx2>;
-    half lo[8], hi[8];
-    for (std::size_t r = 0; r < 8; ++r) {
-      const __m512 a = rows[r], b = rows[r + 8];
-      lo[r] = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-      hi[r] = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1));
+    constexpr int kOrder[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+    __m512 t[8], u[4], v[2];
+    SIMDNORM_UNROLL for (int j = 0; j < 8; ++j) {  // [rows j | rows j+8] as two 8-lane halves
+      const __m512 a = rows[kOrder[j]], b = rows[kOrder[j + 8]];
+      t[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
     }
-    const __m256 l = xsimd::haddp(lo), h = xsimd::haddp(hi);
-    return _mm512_insertf32x8(_mm512_castps256_ps512(l), h, 1);
+    SIMDNORM_UNROLL for (int j = 0; j < 4; ++j)  // 128-bit blocks: j, j+8, j+4, j+12
+      u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(t[j], t[j + 4], 0x88),
+                           _mm512_shuffle_f32x4(t[j], t[j + 4], 0xDD));
+    SIMDNORM_UNROLL for (int j = 0; j < 2; ++j)  // each block: two lanes of u[j], two of u[j+2]
+      v[j] = _mm512_add_ps(_mm512_shuffle_ps(u[j], u[j + 2], 0x44),
+                           _mm512_shuffle_ps(u[j], u[j + 2], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
   }
 #endif
   return haddp(rows);
