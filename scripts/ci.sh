@@ -25,7 +25,12 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(release qemu-x86 asan arm package)
+if [ ${#stages[@]} -eq 0 ]; then
+  stages=(release qemu-x86 asan arm package)
+  # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
+  # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
+  [ "$(uname -m)" = x86_64 ] || stages=(release asan package)
+fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
 # Each stage runs in a subshell with errexit: a failing stage is reported, the next stages still

@@ -17,6 +17,8 @@ set -euo pipefail
 
 pkgs=(cmake make g++ libxsimd-dev libtbb-dev doctest-dev libbenchmark-dev)
 cross=(g++-aarch64-linux-gnu qemu-user binutils-aarch64-linux-gnu)
+# Debian has no aarch64 cross compiler for arm64 hosts, which build natively instead.
+[ "$(dpkg --print-architecture)" = arm64 ] && cross=()
 arm_sysroot=""
 while [ $# -gt 0 ]; do
   case "$1" in
