@@ -135,14 +135,38 @@ double runqueue_wait_ns() {
 #endif
 }
 
-// Last-level cache size (sysconf; 32 MiB when unknown).
+// The largest cache of cpu0 in sysfs (".../cache/index<i>/size", e.g. "2048K"), 0 when unknown.
+std::size_t sysfs_cache_bytes() {
+  std::size_t best = 0;
+#if defined(__linux__)
+  for (int i = 0; i < 16; ++i) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE* f = std::fopen(path, "r");
+    if (!f) break;
+    unsigned long v = 0;
+    char unit = 0;
+    if (std::fscanf(f, "%lu%c", &v, &unit) >= 1) {
+      const std::size_t b = std::size_t(v) << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+      best = std::max(best, b);
+    }
+    std::fclose(f);
+  }
+#endif
+  return best;
+}
+
+// Last-level cache size: sysconf (glibc knows it on x86; on aarch64 it returns 0), else sysfs,
+// else 32 MiB.
 std::size_t cache_bytes() {
   static const std::size_t b = [] {
     long v = -1;
 #if defined(_SC_LEVEL3_CACHE_SIZE)
     v = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
-    return v > 0 ? std::size_t(v) : std::size_t(32) << 20;
+    if (v > 0) return std::size_t(v);
+    const std::size_t s = sysfs_cache_bytes();
+    return s > 0 ? s : std::size_t(32) << 20;
   }();
   return b;
 }

@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 
 SIMDNORM_ISAS = {"scalar", "sse2", "sse4_2", "avx2_fma", "avx512bw", "neon64"}
@@ -364,6 +365,14 @@ def cpu_model():
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip()
     except OSError:
+        pass
+    # ARM's /proc/cpuinfo has implementer and part numbers only; lscpu names the core.
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
         pass
     return platform.processor() or platform.machine()
 
