@@ -2,7 +2,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "plan_impl.hpp"
@@ -80,14 +82,65 @@ status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::in
   return {};
 }
 
+namespace {
+
+/// Size of a level-`level` data or unified cache of cpu0 from sysfs
+/// (/sys/devices/system/cpu/cpu0/cache/index<i>/{level,type,size}), 0 when unknown. glibc's
+/// sysconf knows the cache sizes on x86 only; on aarch64 it returns 0.
+std::size_t sysfs_cache_bytes(int level) noexcept {
+  std::size_t bytes = 0;
+#if defined(__linux__)
+  for (int i = 0; i < 16 && bytes == 0; ++i) {
+    char path[80], type[16] = {};
+    int lvl = 0;
+    unsigned long size = 0;
+    char unit = 0;
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    FILE* f = std::fopen(path, "r");
+    if (!f) break;
+    const bool ok = std::fscanf(f, "%d", &lvl) == 1;
+    std::fclose(f);
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+    if (!ok || lvl != level || !(f = std::fopen(path, "r"))) continue;
+    const bool typed = std::fscanf(f, "%15s", type) == 1;
+    std::fclose(f);
+    if (!typed || std::strcmp(type, "Instruction") == 0) continue;
+    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    if (!(f = std::fopen(path, "r"))) continue;
+    if (std::fscanf(f, "%lu%c", &size, &unit) >= 1)
+      bytes = std::size_t(size) << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
+    std::fclose(f);
+  }
+#else
+  (void)level;
+#endif
+  return bytes;
+}
+
+std::size_t cache_bytes(int level) noexcept {
+  long v = -1;
+#if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+  v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+#endif
+  return v > 0 ? std::size_t(v) : sysfs_cache_bytes(level);
+}
+
+}  // namespace
+
 std::size_t last_level_cache_bytes() noexcept {
   static const std::size_t bytes = [] {
-    long v = -1;
-#if defined(_SC_LEVEL3_CACHE_SIZE)
-    v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (v <= 0) v = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    return v > 0 ? std::size_t(v) : std::size_t(32) << 20;
+    std::size_t b = cache_bytes(3);
+    if (b == 0) b = cache_bytes(2);
+    return b > 0 ? b : std::size_t(32) << 20;
+  }();
+  return bytes;
+}
+
+std::size_t private_cache_bytes() noexcept {
+  static const std::size_t bytes = [] {
+    const std::size_t l2 = cache_bytes(2);
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (l2 > 0 ? l2 : std::size_t(1) << 20) * std::size_t(cpus > 0 ? cpus : 1);
   }();
   return bytes;
 }
@@ -98,7 +151,7 @@ bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_
     case store_policy::streaming: return true;
     case store_policy::automatic: break;
   }
-  return in_bytes + out_bytes > last_level_cache_bytes();
+  return in_bytes + out_bytes > private_cache_bytes() / 4 * 3;
 }
 
 status check_eps(float eps) noexcept {

@@ -49,10 +49,15 @@ bool dense_suffix(const tensor_desc& t, int first) noexcept;
 status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::int64_t y_span,
                       bool same_strides) noexcept;
 
-/// Last-level cache size in bytes (sysconf where available; 32 MiB otherwise).
+/// Last-level cache size in bytes (sysconf, else sysfs; 32 MiB when unknown).
 std::size_t last_level_cache_bytes() noexcept;
 
-/// Whether a kernel writing `out_bytes` after reading `in_bytes` should stream its stores.
+/// The private (L2) caches of all online CPUs together, in bytes (1 MiB per CPU when unknown).
+std::size_t private_cache_bytes() noexcept;
+
+/// Whether a kernel writing `out_bytes` after reading `in_bytes` should stream its stores:
+/// store_policy::automatic streams when x and y together exceed 3/4 of private_cache_bytes(),
+/// i.e. when the output cannot stay in the cores' own caches (see store_policy).
 bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_bytes) noexcept;
 
 /// Checks eps: finite-or-infinite, non-negative, not NaN.

@@ -26,10 +26,15 @@ struct plan_impl;
 struct plan_access;
 }
 
-/// Whether outputs are written with non-temporal (streaming) stores, which bypass the caches.
-/// They pay when the output is far larger than the last-level cache and will not be read soon.
+/// Whether outputs are written with non-temporal (streaming) stores, which bypass the caches
+/// and skip the read-for-ownership of each output line: about 1.3x the bandwidth of ordinary
+/// stores once the data lives in L3 or memory (measured, README "Performance"), at the price
+/// of leaving y out of the caches for whatever reads it next.
 enum class store_policy : int {
-  automatic = 0,  ///< streaming when x and y together exceed the last-level cache size
+  /// streaming when x and y together exceed 3/4 of the L2 caches of all online CPUs (they
+  /// cannot stay in the cores' own caches); as oneDNN's f32 BatchNorm, which always streams.
+  /// Choose `regular` when the next op should find y in a large, fast L3.
+  automatic = 0,
   regular = 1,    ///< ordinary stores
   streaming = 2,  ///< streaming stores wherever the output is aligned enough for them
 };
