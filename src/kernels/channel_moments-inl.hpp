@@ -265,9 +265,11 @@ void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
       const std::size_t o = c0 + j * W;
       off[j] = j < nv ? (o + W <= cols ? o : cols - W) : off[0];
     }
-    alignas(64) float p[B], s[B], center[B], q[B];
-    double mean[B], m2[B];
-    for (std::size_t j = 0; j < 4; ++j) load<V>(x + off[j]).store_unaligned(p + j * W);
+    // Lanes past nv vectors stay zero: the per-lane merge below runs over all B lanes (a
+    // fixed count, so the compiler vectorizes it) and ignores them.
+    alignas(64) float p[B] = {}, s[B] = {}, center[B] = {}, q[B] = {};
+    alignas(64) double mean[B], m2[B];
+    for (std::size_t j = 0; j < nv; ++j) load<V>(x + off[j]).store_unaligned(p + j * W);
     for (std::size_t r0 = 0; r0 < rows; r0 += kColumnChunkRows) {
       const std::size_t r1 = rows - r0 < kColumnChunkRows ? rows : r0 + kColumnChunkRows;
       const float* base = x + std::ptrdiff_t(r0) * row_stride;
@@ -326,12 +328,23 @@ void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
           a[j][0] = fma(d, d, a[j][0]);
         }
       for (std::size_t j = 0; j < nv; ++j) (a[j][0] + a[j][1]).store_unaligned(q + j * W);
-      // Per lane, in double: the chunk's moments merged into the channel's.
-      const double dn = double(n), na = double(r0);
-      for (std::size_t l = 0; l < nv * W; ++l) {
-        double cm, cm2;
-        chunk_moments(p[l], s[l], center[l], q[l], dn, cm, cm2);
-        merge_moments(na, mean[l], m2[l], dn, cm, cm2);
+      // Per lane, in double: the chunk's moments merged into the channel's (chunk_moments and
+      // merge_moments, written out so that the loop vectorizes; the same operations).
+      const double dn = double(n), na = double(r0), nt = na + dn;
+      const double w1 = dn / nt, w2 = na * dn / nt;
+      for (std::size_t l = 0; l < B; ++l) {
+        const double cm = double(p[l]) + double(s[l]) / dn;
+        const double off_c = cm - double(center[l]);
+        double cm2 = double(q[l]) - dn * off_c * off_c;
+        cm2 = cm2 < 0.0 ? 0.0 : cm2;  // NaN stays NaN
+        if (r0 == 0) {
+          mean[l] = cm;
+          m2[l] = cm2;
+        } else {
+          const double delta = cm - mean[l];
+          mean[l] += delta * w1;
+          m2[l] += cm2 + delta * delta * w2;
+        }
       }
     }
     for (std::size_t j = 0; j < nv; ++j)
