@@ -47,11 +47,13 @@ void bench_channel_op(benchmark::State& state, op o, simdnorm::isa isa, shape s,
     simdnorm::group_norm_params prm;
     prm.num_groups = 32;
     prm.layout = layout;
+    prm.stores = bench::stores();
     st = simdnorm::plan::group_norm(desc(s, nhwc), desc(s, nhwc), prm, &p);
     a.gamma = g, a.beta = b, a.mean = mean.data(), a.rstd = rstd.data();
   } else {
     simdnorm::batch_norm_params prm;
     prm.layout = layout;
+    prm.stores = bench::stores();
     prm.training = o == op::bn_training;
     if (prm.training) {
       a.gamma = g, a.beta = b, a.mean = mean.data(), a.rstd = rstd.data();

@@ -180,6 +180,7 @@ double median(std::vector<double> v) {
 std::vector<simdnorm::isa> g_isas;
 std::vector<int> g_threads = {1, 2};
 bool g_all_isas = false;
+simdnorm::store_policy g_stores = simdnorm::store_policy::automatic;
 
 }  // namespace
 
@@ -227,12 +228,19 @@ const std::vector<simdnorm::isa>& isas() {
 
 const std::vector<int>& thread_counts() { return g_threads; }
 
+simdnorm::store_policy stores() { return g_stores; }
+
 void parse_flags(int* argc, char** argv) {
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string a = argv[i];
     if (a == "--simdnorm_isas=all") {
       g_all_isas = true;
+    } else if (a == "--simdnorm_stores=automatic" || a == "--simdnorm_stores=regular" ||
+               a == "--simdnorm_stores=streaming") {
+      g_stores = a[18] == 'a'   ? simdnorm::store_policy::automatic
+                 : a[18] == 'r' ? simdnorm::store_policy::regular
+                                : simdnorm::store_policy::streaming;
     } else if (a.rfind("--simdnorm_threads=", 0) == 0) {
       g_threads.clear();
       std::stringstream ss(a.substr(19));

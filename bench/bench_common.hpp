@@ -35,6 +35,10 @@ const std::vector<simdnorm::isa>& isas();
 /// Thread counts to benchmark (--simdnorm_threads=1,2; default 1 and 2).
 const std::vector<int>& thread_counts();
 
+/// The store policy every simdnorm plan is made with
+/// (--simdnorm_stores=automatic|regular|streaming; default automatic).
+simdnorm::store_policy stores();
+
 /// Consumes the simdnorm-specific flags from argv before benchmark::Initialize sees them.
 void parse_flags(int* argc, char** argv);
 

@@ -1,5 +1,6 @@
 // simdnorm_bench: registers every benchmark at run time (per runnable ISA and thread count).
-//   simdnorm_bench [--simdnorm_isas=all] [--simdnorm_threads=1,2] [Google Benchmark flags]
+//   simdnorm_bench [--simdnorm_isas=all] [--simdnorm_threads=1,2]
+//                  [--simdnorm_stores=automatic|regular|streaming] [Google Benchmark flags]
 #include "bench_common.hpp"
 
 void register_row_benchmarks();

@@ -28,9 +28,12 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::si
   simdnorm::plan p;
   simdnorm::status s;
   if (op == row_op::rms_norm) {
-    s = simdnorm::plan::rms_norm(d, d, {}, &p);
+    simdnorm::rms_norm_params prm;
+    prm.stores = bench::stores();
+    s = simdnorm::plan::rms_norm(d, d, prm, &p);
   } else {
     simdnorm::layer_norm_params prm;
+    prm.stores = bench::stores();
     prm.compensated_mean = op == row_op::layer_norm;
     s = simdnorm::plan::layer_norm(d, d, prm, &p);
   }
