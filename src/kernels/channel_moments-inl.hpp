@@ -171,7 +171,7 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
   constexpr std::size_t W = V::size;
   if (count > 1 && stride == std::ptrdiff_t(len)) len *= count, count = 1;  // contiguous
   const chunk_walk cw(count, len);
-  double mean[R], m2[R];
+  double mean[R] = {}, m2[R] = {};  // set by the first chunk (merge_moments with na = 0)
   float p[R];
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = x[r][0];
   double n_done = 0;
