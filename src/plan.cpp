@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include "plan_impl.hpp"
@@ -84,29 +83,23 @@ status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::in
 
 namespace {
 
-/// Size of a level-`level` data or unified cache of cpu0 from sysfs
-/// (/sys/devices/system/cpu/cpu0/cache/index<i>/{level,type,size}), 0 when unknown. glibc's
-/// sysconf knows the cache sizes on x86 only; on aarch64 it returns 0.
+/// Size of the level-`level` (2 or 3: unified) cache of cpu0 from sysfs
+/// (/sys/devices/system/cpu/cpu0/cache/index<i>/{level,size}), 0 when unknown. glibc's sysconf
+/// knows the cache sizes on x86 only; on aarch64 it returns 0.
 std::size_t sysfs_cache_bytes(int level) noexcept {
   std::size_t bytes = 0;
 #if defined(__linux__)
   for (int i = 0; i < 16 && bytes == 0; ++i) {
-    char path[80], type[16] = {};
+    char path[80], unit = 0;
     int lvl = 0;
     unsigned long size = 0;
-    char unit = 0;
     std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
     FILE* f = std::fopen(path, "r");
     if (!f) break;
     const bool ok = std::fscanf(f, "%d", &lvl) == 1;
     std::fclose(f);
-    std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
-    if (!ok || lvl != level || !(f = std::fopen(path, "r"))) continue;
-    const bool typed = std::fscanf(f, "%15s", type) == 1;
-    std::fclose(f);
-    if (!typed || std::strcmp(type, "Instruction") == 0) continue;
     std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    if (!(f = std::fopen(path, "r"))) continue;
+    if (!ok || lvl != level || !(f = std::fopen(path, "r"))) continue;
     if (std::fscanf(f, "%lu%c", &size, &unit) >= 1)
       bytes = std::size_t(size) << (unit == 'K' ? 10 : unit == 'M' ? 20 : 0);
     std::fclose(f);

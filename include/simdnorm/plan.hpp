@@ -28,8 +28,8 @@ struct plan_access;
 
 /// Whether outputs are written with non-temporal (streaming) stores, which bypass the caches
 /// and skip the read-for-ownership of each output line: about 1.3x the bandwidth of ordinary
-/// stores once the data lives in L3 or memory (measured, README "Performance"), at the price
-/// of leaving y out of the caches for whatever reads it next.
+/// stores for L3-resident BatchNorm on this project's machine (README "Store policy"), at the
+/// price of leaving y out of the caches for whatever reads it next. Never changes a bit of y.
 enum class store_policy : int {
   /// streaming when x and y together exceed 3/4 of the L2 caches of all online CPUs (they
   /// cannot stay in the cores' own caches); as oneDNN's f32 BatchNorm, which always streams.
