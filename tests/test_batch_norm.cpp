@@ -2,6 +2,7 @@
 // ISA: NCHW and NHWC, channel counts and plane sizes that hit every SIMD tail, affine, ReLU,
 // in place, misaligned; running statistics in both conventions and cumulative; bitwise thread
 // invariance; constant channels, large means, NaN/Inf confinement; every error path.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -307,6 +308,42 @@ TEST_CASE("batch_norm inference: the NCHW result transposed equals the NHWC resu
       CHECK(test::bitwise_equal(back.data(), y.data(), y.size()));
     }
   });
+}
+
+// Inference is y = fma(x, scale, shift) per element, nothing summed: every ISA with an FMA
+// unit (one rounding) must give the same bits, and the ISAs without one (two roundings) must
+// differ from them somewhere. This caught xsimd 8.1's AVX-512 fma, which is x * y + z unfused.
+TEST_CASE("batch_norm inference: ISAs with FMA give the same bits, ISAs without differ") {
+  const std::vector<isa> fused_isas = {isa::avx512bw, isa::avx2_fma, isa::neon64};
+  const shape4 sh{3, 5, 67, 1};  // planes of 67: vector bodies and scalar tails
+  const std::vector<float> x = make_x(sh, 81);
+  std::vector<float> rm(sh.C), rv(sh.C), g(sh.C), b(sh.C);
+  test::fill_normal(rm.data(), sh.C, 82);
+  test::fill_normal(g.data(), sh.C, 83);
+  test::fill_normal(b.data(), sh.C, 84);
+  for (std::size_t k = 0; k < sh.C; ++k) rv[k] = 0.3f + float(k);
+  simdnorm::batch_norm_params prm;
+  prm.running_mean = rm.data();
+  prm.running_var = rv.data();
+  prm.gamma = g.data();
+  prm.beta = b.data();
+  std::vector<float> fused_ref, unfused_ref;
+  for (isa i : test::runnable_isas()) {
+    CAPTURE(std::string(simdnorm::isa_name(i)));
+    REQUIRE(simdnorm::force_isa(i).ok());
+    std::vector<float> y(x.size());
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    REQUIRE(simdnorm::batch_norm(desc(sh, false), desc(sh, false), prm, a).ok());
+    const bool fused = std::find(fused_isas.begin(), fused_isas.end(), i) != fused_isas.end();
+    std::vector<float>& ref = fused ? fused_ref : unfused_ref;
+    if (ref.empty()) ref = y;
+    else CHECK(test::bitwise_equal(y.data(), ref.data(), y.size()));
+  }
+  simdnorm::reset_isa();
+  if (!fused_ref.empty() && !unfused_ref.empty())
+    CHECK_FALSE(test::bitwise_equal(fused_ref.data(), unfused_ref.data(), x.size()));
 }
 
 TEST_CASE("batch_norm training: the NCHW result transposed equals the NHWC result") {
