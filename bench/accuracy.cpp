@@ -124,15 +124,15 @@ bool run_simdnorm(const acc_case& k, std::vector<float>* y, std::string* why) {
   y->assign(p.elements(), 0.0f);
   std::vector<float> ones(p.affine_length(), 1.0f), zeros(p.affine_length(), 0.0f);
   simdnorm::status s;
+  simdnorm::norm_args a;
+  a.x = k.x.data();
+  a.y = y->data();
+  a.gamma = ones.data();
+  a.beta = zeros.data();
   if (p.op == peers::op_kind::layer_norm) {
     const auto d = simdnorm::tensor_desc::contiguous({p.n, p.c});
     simdnorm::layer_norm_params prm;
     prm.eps = p.eps;
-    simdnorm::norm_args a;
-    a.x = k.x.data();
-    a.y = y->data();
-    a.gamma = ones.data();
-    a.beta = zeros.data();
     s = simdnorm::layer_norm(d, d, prm, a);
   } else if (p.op == peers::op_kind::batch_norm_training) {
     const bool nhwc = p.lay == peers::layout::nhwc;
@@ -142,11 +142,6 @@ bool run_simdnorm(const acc_case& k, std::vector<float>* y, std::string* why) {
     prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
     prm.eps = p.eps;
     prm.training = true;
-    simdnorm::norm_args a;
-    a.x = k.x.data();
-    a.y = y->data();
-    a.gamma = ones.data();
-    a.beta = zeros.data();
     s = simdnorm::batch_norm(d, d, prm, a);
   } else {
     *why = "not in simdnorm_accuracy";

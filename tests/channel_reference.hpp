@@ -59,13 +59,9 @@ inline std::vector<float> to_nhwc(const float* x, std::size_t N, std::size_t C, 
   return out;
 }
 
-/// x[N][S][C] -> x[N][C][S].
+/// x[N][S][C] -> x[N][C][S]: the same transpose of each batch item, with C and S swapped.
 inline std::vector<float> to_nchw(const float* x, std::size_t N, std::size_t C, std::size_t S) {
-  std::vector<float> out(N * C * S);
-  for (std::size_t n = 0; n < N; ++n)
-    for (std::size_t c = 0; c < C; ++c)
-      for (std::size_t s = 0; s < S; ++s) out[(n * C + c) * S + s] = x[(n * S + s) * C + c];
-  return out;
+  return to_nhwc(x, N, S, C);
 }
 
 /// Rounding steps of the longest float accumulation chain for a unit of n values, whose

@@ -1,5 +1,7 @@
 // Reader for the ONNX conformance cases in tests/data/onnx (manifest.txt + raw float32 files).
 #pragma once
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -108,6 +110,11 @@ inline std::size_t mismatches(const float* got, const tensor& ref) {
     bad += !(std::fabs(g - r) <= ref.atol + ref.rtol * std::fabs(r));
   }
   return bad;
+}
+
+/// Checks `got` against the case's output `name` when the case has that output.
+inline void check_optional_output(const onnx_case& c, const char* name, const float* got) {
+  if (c.outputs.count(name)) CHECK_MESSAGE(mismatches(got, c.outputs.at(name)) == 0, name);
 }
 
 }  // namespace conformance

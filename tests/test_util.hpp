@@ -112,4 +112,26 @@ class chunked_thread_executor final : public simdnorm::executor {
   std::size_t chunks_;
 };
 
+/// Fixture of the error-path tests: an [N, C, S] input of 1.5 and an output of 7 that a
+/// rejected call must leave as it is.
+struct bad_input_base {
+  std::vector<float> x, y;
+  simdnorm::tensor_desc d;
+  bad_input_base(std::int64_t N, std::int64_t C, std::int64_t S)
+      : x(std::size_t(N * C * S), 1.5f), y(x.size(), 7.f),
+        d(simdnorm::tensor_desc::contiguous({N, C, S})) {}
+  simdnorm::norm_args args() {
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    return a;
+  }
+  /// Fails with `code` and a message containing `what`; y unchanged.
+  void expect(const simdnorm::status& s, simdnorm::status_code code, const char* what) {
+    CHECK(s.code() == code);
+    CHECK_MESSAGE(std::string(s.message()).find(what) != std::string::npos, s.message());
+    for (float v : y) CHECK(v == 7.f);
+  }
+};
+
 }  // namespace test
