@@ -18,10 +18,11 @@ struct layer_norm_stats {
 
   /// V::size short rows: vector-lane moments, rstd in float lanes.
   template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k) {
+  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
+                         row_prefetcher& pf) {
     constexpr std::size_t W = V::size;
     V hi, lo, m2;
-    rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2);
+    rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2, pf);
     const V rs = V(1.f) / sqrt(fma(m2, V(float(cfg.inv_cols)), V(cfg.eps)));
     alignas(64) float his[W], rss[W], lors[W];
     hi.store_unaligned(his);
@@ -32,9 +33,10 @@ struct layer_norm_stats {
 
   /// R long rows: chunked moments in double, rstd rounded from double.
   template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k) {
+  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
+                        row_prefetcher& pf) {
     row_moments m[R];
-    rows_moments_f32<V, Shift, R>(xs, cfg.cols, m);
+    rows_moments_f32<V, Shift, R>(xs, cfg.cols, m, pf);
     for (std::size_t r = 0; r < R; ++r) {
       const float rs = float(1.0 / __builtin_sqrt(m[r].m2 * cfg.inv_cols + double(cfg.eps)));
       const float hi = float(m[r].mean);

@@ -13,7 +13,8 @@ struct rms_norm_stats {
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
   template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k) {
+  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
+                         row_prefetcher& pf) {
     constexpr std::size_t W = V::size;
     const std::size_t n = cfg.cols;
     alignas(64) float tail[W], rss[W];
@@ -33,6 +34,7 @@ struct rms_norm_stats {
         const V v = load<V>(xs[r] + i);
         q0 = fma(v, v, q0);
       }
+      pf.step(W);
       acc[r] = (q0 + q1) + (q2 + q3);
       float t = 0.f;
       for (; i < n; ++i) t += xs[r][i] * xs[r][i];
@@ -44,9 +46,10 @@ struct rms_norm_stats {
   }
 
   template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k) {
+  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
+                        row_prefetcher& pf) {
     for (std::size_t r = 0; r < R; ++r) {
-      const double ms = row_sum_squares_f32<V>(xs[r], cfg.cols) * cfg.inv_cols;
+      const double ms = row_sum_squares_f32<V>(xs[r], cfg.cols, pf) * cfg.inv_cols;
       k[r] = {0.f, float(1.0 / __builtin_sqrt(ms + double(cfg.eps))), 0.f};
     }
   }

@@ -31,7 +31,8 @@ inline constexpr std::size_t kMomentChunk = 2048;
 /// merge) overlap, which is what short rows are limited by. Results are bitwise independent
 /// of R.
 template <class V, bool Shift, std::size_t R>
-inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* out) {
+inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* out,
+                             row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   float p[R];
   double mean[R] = {}, m2[R] = {};  // set by the first chunk (n >= 1)
@@ -44,7 +45,7 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
     V a[R][4];
     SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
     std::size_t i = 0;
-    for (; i + 4 * W <= len; i += 4 * W)
+    for (; i + 4 * W <= len; i += 4 * W) {
       SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
         const float* c = x[r] + start + i;
         const V vp(p[r]);
@@ -53,6 +54,8 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
         a[r][2] += load<V>(c + 2 * W) - vp;
         a[r][3] += load<V>(c + 3 * W) - vp;
       }
+      pf.step(W);
+    }
     for (; i + W <= len; i += W)
       SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) a[r][0] += load<V>(x[r] + start + i) - V(p[r]);
     float center[R];
@@ -117,7 +120,8 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
 /// The plan routes every row of such a shape through this function (groups are padded by
 /// repeating a row), so a row's bits do not depend on its position in the batch.
 template <class V, bool Shift>
-inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, V& lo, V& m2) {
+inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, V& lo, V& m2,
+                                   row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   alignas(64) float p[W], tail[W], center[W];
   V acc[W];
@@ -133,6 +137,7 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
       a3 += load<V>(x[r] + i + 3 * W) - vp;
     }
     for (; i + W <= n; i += W) a0 += load<V>(x[r] + i) - vp;
+    pf.step(W);
     acc[r] = (a0 + a1) + (a2 + a3);
     float t = 0.f;
     for (; i < n; ++i) t += x[r][i] - p[r];
@@ -172,7 +177,7 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
 
 /// Sum of squares of one row: float accumulators per chunk, chunks added in double.
 template <class V>
-inline double row_sum_squares_f32(const float* x, std::size_t n) {
+inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   double total = 0.0;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
@@ -187,6 +192,7 @@ inline double row_sum_squares_f32(const float* x, std::size_t n) {
       q1 = fma(v1, v1, q1);
       q2 = fma(v2, v2, q2);
       q3 = fma(v3, v3, q3);
+      pf.step(W);
     }
     for (; i + W <= len; i += W) {
       const V v = load<V>(c + i);
