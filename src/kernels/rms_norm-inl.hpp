@@ -16,31 +16,11 @@ struct rms_norm_stats {
   static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
                          row_prefetcher& pf) {
     constexpr std::size_t W = V::size;
-    const std::size_t n = cfg.cols;
-    alignas(64) float tail[W], rss[W];
-    V acc[W];
-    for (std::size_t r = 0; r < W; ++r) {
-      V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
-      std::size_t i = 0;
-      for (; i + 4 * W <= n; i += 4 * W) {
-        const V v0 = load<V>(xs[r] + i), v1 = load<V>(xs[r] + i + W);
-        const V v2 = load<V>(xs[r] + i + 2 * W), v3 = load<V>(xs[r] + i + 3 * W);
-        q0 = fma(v0, v0, q0);
-        q1 = fma(v1, v1, q1);
-        q2 = fma(v2, v2, q2);
-        q3 = fma(v3, v3, q3);
-      }
-      for (; i + W <= n; i += W) {
-        const V v = load<V>(xs[r] + i);
-        q0 = fma(v, v, q0);
-      }
-      pf.step(W);
-      acc[r] = (q0 + q1) + (q2 + q3);
-      float t = 0.f;
-      for (; i < n; ++i) t += xs[r][i] * xs[r][i];
-      tail[r] = t;
-    }
-    const V ms = (lane_sums(acc) + load<V>(tail)) * V(float(cfg.inv_cols));
+    alignas(64) float rss[W];
+    const V sq = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
+                                  [](V s, V v) { return fma(v, v, s); });
+    for (std::size_t r = 0; r < W; ++r) pf.step(W);
+    const V ms = sq * V(float(cfg.inv_cols));
     (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(rss);
     for (std::size_t r = 0; r < W; ++r) k[r] = {0.f, rss[r], 0.f};
   }

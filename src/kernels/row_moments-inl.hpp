@@ -110,10 +110,45 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
+/// Lane r of the result is sum over k of acc(d_r(x[r][k])) for V::size rows of n elements:
+/// acc(s, d) folds one deviation vector into a row's accumulator and dev(v, r) maps row r's
+/// values to deviations. The rows are walked together, one vector of each row per step, so
+/// the V::size accumulators are independent chains and the loop costs one branch per V::size
+/// vectors (a short row walked alone is dominated by loop and tail overhead). The last n % W
+/// elements are taken from the vector that ends at element n (or, for n < W, from a
+/// zero-padded copy), with the lanes counted already masked to zero: no scalar tail. The
+/// accumulators are then reduced for all rows at once (lane_sums). Each row's result depends
+/// only on its own values and n.
+template <class V, class Dev, class Acc>
+inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc) {
+  constexpr std::size_t W = V::size;
+  const std::size_t full = n / W * W;
+  V s[W];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) s[r] = V(0.f);
+  for (std::size_t i = 0; i < full; i += W)
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) s[r] = acc(s[r], dev(load<V>(x[r] + i), r));
+  if (full != n) {
+    alignas(64) float lane[W];
+    for (std::size_t j = 0; j < W; ++j) lane[j] = float(j);
+    const auto last = V(float(W - (n - full)) - 0.5f) < load<V>(lane);  // lanes of the tail
+    for (std::size_t r = 0; r < W; ++r) {
+      V v;
+      if (n >= W) {
+        v = load<V>(x[r] + n - W);
+      } else {
+        alignas(64) float padded[W] = {};
+        for (std::size_t k = 0; k < n; ++k) padded[W - n + k] = x[r][k];
+        v = load<V>(padded);
+      }
+      s[r] = acc(s[r], select(last, dev(v, r), V(0.f)));
+    }
+  }
+  return lane_sums(s);
+}
+
 /// Moments of exactly V::size short rows (n <= kMomentChunk) at once, in vector form: lane r
-/// describes row r. The rows' accumulators are reduced across lanes for all rows together
-/// (lane_sums, a transpose-and-add) and the per-row arithmetic runs in the vector lanes, so
-/// short rows are not dominated by one horizontal reduction and a scalar tail per row.
+/// describes row r. Pass A sums x - p and pass B sums (x - center)^2 over all rows together
+/// (row_lanes_sum); the per-row arithmetic between and after them runs in the vector lanes.
 /// Outputs: the mean as an exact float pair hi + lo (hi = p + mean_rel rounded, lo its
 /// rounding error by TwoSum; hi is also the pass-B center, so M2 needs the n * lo^2
 /// correction of the identity in the banner) and M2 in float.
@@ -123,55 +158,21 @@ template <class V, bool Shift>
 inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, V& lo, V& m2,
                                    row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
-  alignas(64) float p[W], tail[W], center[W];
-  V acc[W];
-  for (std::size_t r = 0; r < W; ++r) {
-    p[r] = Shift ? x[r][0] : 0.f;
-    const V vp(p[r]);
-    V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-    std::size_t i = 0;
-    for (; i + 4 * W <= n; i += 4 * W) {
-      a0 += load<V>(x[r] + i) - vp;
-      a1 += load<V>(x[r] + i + W) - vp;
-      a2 += load<V>(x[r] + i + 2 * W) - vp;
-      a3 += load<V>(x[r] + i + 3 * W) - vp;
-    }
-    for (; i + W <= n; i += W) a0 += load<V>(x[r] + i) - vp;
-    pf.step(W);
-    acc[r] = (a0 + a1) + (a2 + a3);
-    float t = 0.f;
-    for (; i < n; ++i) t += x[r][i] - p[r];
-    tail[r] = t;
-  }
-  const V vn = V(float(n)), inv_n = V(1.f / float(n)), P = load<V>(p);
-  const V mean_rel = (lane_sums(acc) + load<V>(tail)) * inv_n;
+  alignas(64) float p[W], center[W];
+  for (std::size_t r = 0; r < W; ++r) p[r] = Shift ? x[r][0] : 0.f;
+  const auto add = [](V s, V d) { return s + d; };
+  const auto add_square = [](V s, V d) { return fma(d, d, s); };
+  const V sum = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(p[r]); }, add);
+  for (std::size_t r = 0; r < W; ++r) pf.step(W);
+  const V P = load<V>(p), mean_rel = sum * V(1.f / float(n));
   hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly
   const V bb = hi - P;
   lo = (P - (hi - bb)) + (mean_rel - bb);
   hi.store_unaligned(center);
-  for (std::size_t r = 0; r < W; ++r) {
-    const V vc(center[r]);
-    V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
-    std::size_t i = 0;
-    for (; i + 4 * W <= n; i += 4 * W) {
-      const V d0 = load<V>(x[r] + i) - vc, d1 = load<V>(x[r] + i + W) - vc;
-      const V d2 = load<V>(x[r] + i + 2 * W) - vc, d3 = load<V>(x[r] + i + 3 * W) - vc;
-      q0 = fma(d0, d0, q0);
-      q1 = fma(d1, d1, q1);
-      q2 = fma(d2, d2, q2);
-      q3 = fma(d3, d3, q3);
-    }
-    for (; i + W <= n; i += W) {
-      const V d = load<V>(x[r] + i) - vc;
-      q0 = fma(d, d, q0);
-    }
-    acc[r] = (q0 + q1) + (q2 + q3);
-    float t = 0.f;
-    for (; i < n; ++i) t += (x[r][i] - center[r]) * (x[r][i] - center[r]);
-    tail[r] = t;
-  }
+  const V sq = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(center[r]); },
+                                add_square);
   // sum (x - hi)^2 = M2 + n * lo^2; clamp rounding below zero (NaN stays NaN).
-  m2 = fnma(vn * lo, lo, lane_sums(acc) + load<V>(tail));
+  m2 = fnma(V(float(n)) * lo, lo, sq);
   m2 = select(m2 < V(0.f), V(0.f), m2);
 }
 
