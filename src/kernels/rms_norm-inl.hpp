@@ -18,8 +18,7 @@ struct rms_norm_stats {
     constexpr std::size_t W = V::size;
     alignas(64) float rss[W];
     const V sq = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
-                                  [](V s, V v) { return fma(v, v, s); });
-    for (std::size_t r = 0; r < W; ++r) pf.step(W);
+                                  [](V s, V v) { return fma(v, v, s); }, pf);
     const V ms = sq * V(float(cfg.inv_cols));
     (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(rss);
     for (std::size_t r = 0; r < W; ++r) k[r] = {0.f, rss[r], 0.f};

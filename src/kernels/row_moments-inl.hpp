@@ -118,14 +118,26 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
 /// elements are taken from the vector that ends at element n (or, for n < W, from a
 /// zero-padded copy), with the lanes counted already masked to zero: no scalar tail. The
 /// accumulators are then reduced for all rows at once (lane_sums). Each row's result depends
-/// only on its own values and n.
+/// only on its own values and n. The first step also steps `pf` once per row, so prefetches
+/// are spread among the loads (bunched after the pass, D = 64 beyond L3 lost 0.03-0.05).
 template <class V, class Dev, class Acc>
-inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc) {
+inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc,
+                       row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   const std::size_t full = n / W * W;
   V s[W];
   SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) s[r] = V(0.f);
-  for (std::size_t i = 0; i < full; i += W)
+  std::size_t i = 0;
+  if (full != 0) {  // the first step also steps the prefetcher, once per row
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) {
+      s[r] = acc(s[r], dev(load<V>(x[r]), r));
+      pf.step(W);
+    }
+    i = W;
+  } else {
+    for (std::size_t r = 0; r < W; ++r) pf.step(W);
+  }
+  for (; i < full; i += W)
     SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) s[r] = acc(s[r], dev(load<V>(x[r] + i), r));
   if (full != n) {
     alignas(64) float lane[W];
@@ -162,15 +174,15 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
   for (std::size_t r = 0; r < W; ++r) p[r] = Shift ? x[r][0] : 0.f;
   const auto add = [](V s, V d) { return s + d; };
   const auto add_square = [](V s, V d) { return fma(d, d, s); };
-  const V sum = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(p[r]); }, add);
-  for (std::size_t r = 0; r < W; ++r) pf.step(W);
+  const V sum = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(p[r]); }, add, pf);
   const V P = load<V>(p), mean_rel = sum * V(1.f / float(n));
   hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly
   const V bb = hi - P;
   lo = (P - (hi - bb)) + (mean_rel - bb);
   hi.store_unaligned(center);
+  row_prefetcher none;
   const V sq = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(center[r]); },
-                                add_square);
+                                add_square, none);
   // sum (x - hi)^2 = M2 + n * lo^2; clamp rounding below zero (NaN stays NaN).
   m2 = fnma(V(float(n)) * lo, lo, sq);
   m2 = select(m2 < V(0.f), V(0.f), m2);
