@@ -49,15 +49,17 @@ bool dense_suffix(const tensor_desc& t, int first) noexcept;
 status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::int64_t y_span,
                       bool same_strides) noexcept;
 
-/// Last-level cache size in bytes (sysconf, else sysfs; 32 MiB when unknown).
+/// Last-level cache size in bytes (sysfs, else sysconf; 32 MiB when unknown).
 std::size_t last_level_cache_bytes() noexcept;
 
-/// The private (L2) caches of all online CPUs together, in bytes (1 MiB per CPU when unknown).
-std::size_t private_cache_bytes() noexcept;
+/// What the machine's caches hold together, in bytes: the L2 of every online CPU plus the L3
+/// (victim or non-inclusive on current x86 server parts, so the two add up); the larger of the
+/// L2s and the last-level cache where there is no L3.
+std::size_t total_cache_bytes() noexcept;
 
 /// Whether a kernel writing `out_bytes` after reading `in_bytes` should stream its stores:
-/// store_policy::automatic streams when x and y together exceed 3/4 of private_cache_bytes(),
-/// i.e. when the output cannot stay in the cores' own caches (see store_policy).
+/// store_policy::automatic streams when x and y together exceed 3/4 of total_cache_bytes(),
+/// i.e. when y could not be in any cache for the next op anyway (see store_policy).
 bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_bytes) noexcept;
 
 /// Checks eps: finite-or-infinite, non-negative, not NaN.

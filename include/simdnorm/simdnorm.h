@@ -107,7 +107,7 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc*
 
 /** Non-temporal (streaming) stores for outputs; see simdnorm::store_policy. */
 typedef enum simdnorm_store_policy {
-  SIMDNORM_STORES_AUTOMATIC = 0, /**< streaming once x + y exceed 3/4 of all CPUs' L2 */
+  SIMDNORM_STORES_AUTOMATIC = 0, /**< streaming once x + y exceed 3/4 of all L2s + L3 */
   SIMDNORM_STORES_REGULAR = 1,
   SIMDNORM_STORES_STREAMING = 2,
   SIMDNORM_STORES_MAX_ENUM = 0x7FFFFFFF /**< not a policy (see SIMDNORM_STATUS_MAX_ENUM) */
