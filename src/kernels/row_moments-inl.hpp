@@ -49,10 +49,10 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
       SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
         const float* c = x[r] + start + i;
         const V vp(p[r]);
-        a[r][0] += load<V>(c) - vp;
-        a[r][1] += load<V>(c + W) - vp;
-        a[r][2] += load<V>(c + 2 * W) - vp;
-        a[r][3] += load<V>(c + 3 * W) - vp;
+        a[r][0] += shift_sub(load<V>(c), vp);
+        a[r][1] += shift_sub(load<V>(c + W), vp);
+        a[r][2] += shift_sub(load<V>(c + 2 * W), vp);
+        a[r][3] += shift_sub(load<V>(c + 3 * W), vp);
       }
       pf.step(W);
     }
@@ -174,7 +174,7 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
   for (std::size_t r = 0; r < W; ++r) p[r] = Shift ? x[r][0] : 0.f;
   const auto add = [](V s, V d) { return s + d; };
   const auto add_square = [](V s, V d) { return fma(d, d, s); };
-  const V sum = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(p[r]); }, add, pf);
+  const V sum = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return shift_sub(v, V(p[r])); }, add, pf);
   const V P = load<V>(p), mean_rel = sum * V(1.f / float(n));
   hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly
   const V bb = hi - P;

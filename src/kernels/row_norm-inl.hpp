@@ -61,16 +61,24 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
   const std::size_t n = cfg.cols;
   const float* g = cfg.gamma;
   const float* b = cfg.beta;
+  // Local copies of the row pointers: a vector store may alias anything, so pointers read
+  // through xs / ys would be reloaded after every store (two extra loads per vector).
+  const float* xr[R];
+  float* yr[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    xr[r] = xs[r];
+    yr[r] = ys[r];
+  }
   auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
-    float t = Centered ? fms1<V>(xs[r][i] - k[r].hi, k[r].rs, k[r].lo_rs) : xs[r][i] * k[r].rs;
+    float t = Centered ? fms1<V>(xr[r][i] - k[r].hi, k[r].rs, k[r].lo_rs) : xr[r][i] * k[r].rs;
     if constexpr (Gamma && Beta) t = fma1<V>(t, g[i], b[i]);
     else if constexpr (Gamma) t = t * g[i];
     else if constexpr (Beta) t = t + b[i];
-    ys[r][i] = t;
+    yr[r][i] = t;
   };
   std::size_t i = 0;
   if constexpr (Stream) {
-    for (const std::size_t head = elements_to_stream_alignment<V>(ys[0], n); i < head; ++i)
+    for (const std::size_t head = elements_to_stream_alignment<V>(yr[0], n); i < head; ++i)
       SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
   }
   V vhi[R], vrs[R], vlo[R];
@@ -85,16 +93,16 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
     if constexpr (Beta) bv = load<V>(b + i);
     SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
       V t;
-      if constexpr (Centered) t = fms(load<V>(xs[r] + i) - vhi[r], vrs[r], vlo[r]);
-      else t = load<V>(xs[r] + i) * vrs[r];
+      if constexpr (Centered) t = fms(load<V>(xr[r] + i) - vhi[r], vrs[r], vlo[r]);
+      else t = load<V>(xr[r] + i) * vrs[r];
       if constexpr (Gamma && Beta) t = fma(t, gv, bv);
       else if constexpr (Gamma) t = t * gv;
       else if constexpr (Beta) t = t + bv;
       if constexpr (Stream) {
-        store_stream<V>(ys[r] + i, t);
+        store_stream<V>(yr[r] + i, t);
         pf.step(W);
       } else {
-        t.store_unaligned(ys[r] + i);
+        t.store_unaligned(yr[r] + i);
       }
     }
   }

@@ -62,6 +62,19 @@ inline avx512_vector fnma(const avx512_vector& a, const avx512_vector& b, const 
 template <class V>
 inline V load(const float* p) { return V::load_unaligned(p); }
 
+/// v - p, rounded once, as v * 1 - p on the FMA unit where there is one: the statistics pass
+/// issues one subtraction and one addition per vector, and on Zen 4 512-bit adds and FMAs go
+/// to different pipes (one of each per cycle), so moving the subtraction over halves that
+/// pass's add-pipe load. v * 1 is exact, so the result is the same bits as v - p.
+template <class V>
+inline V shift_sub(const V& v, const V& p) {
+#if defined(__FMA__) || defined(__AVX512F__) || defined(__aarch64__)
+  return fms(v, V(1.f), p);
+#else
+  return v - p;
+#endif
+}
+
 /// Scalar fma / fms that round exactly as one lane of V's fma / fms: fused on ISAs with an FMA
 /// unit, two roundings on SSE2/SSE4.2. Scalar heads and tails use them so that an element's
 /// value does not depend on whether it fell in a vector or in a tail (streaming stores, padded
