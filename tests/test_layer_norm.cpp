@@ -17,6 +17,8 @@ struct ln_case {
   std::size_t mis_x = 0, mis_y = 0, mis_g = 0;  // misalignment in floats
   bool gamma = true, beta = true, in_place = false, outputs = true, compensated = true;
   double offset = 0.0;  // added to every x (large-mean data)
+  double lead = 0.0;    // added to the first 16 values of each row
+  double ramp = 0.0;    // ramp * column added to each row (a trend)
 };
 
 tensor_desc rows_desc(std::size_t rows, std::size_t cols, std::size_t stride) {
@@ -34,6 +36,9 @@ void check_case(isa active, const ln_case& c, std::uint32_t seed) {
   const std::size_t xs = c.cols + c.x_pad, ys = c.in_place ? xs : c.cols + c.y_pad;
   test::buffer x(c.rows * xs, c.mis_x), y(c.rows * ys, c.mis_y), g(c.cols, c.mis_g), b(c.cols);
   test::fill_normal(x.data(), x.size(), seed, c.offset, 1.0);
+  for (std::size_t r = 0; r < c.rows; ++r)
+    for (std::size_t i = 0; i < c.cols; ++i)
+      x[r * xs + i] += float((i < 16 ? c.lead : 0.0) + c.ramp * double(i));
   test::fill_normal(g.data(), c.cols, seed + 1, 1.0, 0.5);
   test::fill_normal(b.data(), c.cols, seed + 2, 0.0, 1.0);
   const std::vector<float> x0(x.data(), x.data() + x.size());
@@ -135,6 +140,30 @@ TEST_CASE("layer_norm: large means keep the float64 accuracy (compensated mean)"
         ln_case c{3, cols};
         c.offset = offset;
         check_case(i, c, 77);
+      }
+    }
+  });
+}
+
+// Long rows take their statistics in one read, shifted by the mean of their first vector,
+// unless that shift is too far from the mean for S2 - S1^2 / n to be accurate; then the chunk
+// is summed again around its mean. These rows force that second path (first values 100 sigma
+// away; a trend, whose later chunks also drift from the running mean). Without the guard the
+// subtraction would lose about 8 bits here and fail the bound.
+TEST_CASE("layer_norm: rows whose first values are far from the mean match float64") {
+  test::for_each_isa([](isa i) {
+    for (std::size_t cols : {std::size_t(300), std::size_t(1024), std::size_t(4099), std::size_t(65537)}) {
+      if (test::quick() && cols > 4099) continue;
+      for (bool compensated : {true, false}) {
+        ln_case lead{3, cols};
+        lead.offset = 1e4;
+        lead.lead = 100.0;
+        lead.compensated = compensated;
+        check_case(i, lead, 91);
+        ln_case ramp{3, cols};
+        ramp.ramp = 0.05;
+        ramp.compensated = compensated;
+        check_case(i, ramp, 92);
       }
     }
   });

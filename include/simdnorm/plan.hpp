@@ -45,8 +45,8 @@ enum class store_policy : int {
 struct layer_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim; for an ONNX axis a: a >= 0 ? ndim - a : -a
   float eps = 1e-5f;        ///< >= 0 and not NaN
-  /// Keep each row's mean as a float pair hi + lo (the row is shifted by its first element
-  /// before it is summed). Costs one subtraction per element in the statistics pass and removes
+  /// Keep each row's mean as a float pair hi + lo (the row is shifted by a float near its
+  /// mean, its first element or first vector, before it is summed). Costs one subtraction per element in the statistics pass and removes
   /// the rounding error of a single-float mean, which dominates for rows with a large mean
   /// (about 5e-4 output error at mean 1e4). Off = a single float mean.
   bool compensated_mean = true;

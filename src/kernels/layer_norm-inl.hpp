@@ -5,7 +5,7 @@
 //   mean), so t = (x - hi) * rstd - lo * rstd: one sub and one fms; y = t * gamma + beta: one
 //   fma. Without the compensated mean, lo = 0 and hi is a single float.
 // Layout, passes, traffic, grouping: row_norm-inl.hpp. Statistics: row_moments-inl.hpp
-//   (chunked Welford/Chan on x shifted by the row's first element).
+//   (chunked Welford/Chan on x shifted by a float near the row's mean).
 // Numerics: the output error is a few ulp of the normalized value plus the statistics'
 //   rounding, independent of the mean's magnitude when compensated (tests/reference.hpp derives
 //   the bound). rstd is float-rounded from double (long rows) or computed in float lanes
@@ -35,8 +35,13 @@ struct layer_norm_stats {
   template <class V, std::size_t R>
   static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
                         row_prefetcher& pf) {
+    // Two rows at a time: 2 x 8 accumulators stay in registers (R = 4 would spill them).
     row_moments m[R];
-    rows_moments_f32<V, Shift, R>(xs, cfg.cols, m, pf);
+    if constexpr (R % 2 == 0) {
+      for (std::size_t r = 0; r < R; r += 2) rows_moments_f32<V, Shift, 2>(xs + r, cfg.cols, m + r, pf);
+    } else {
+      rows_moments_f32<V, Shift, R>(xs, cfg.cols, m, pf);
+    }
     for (std::size_t r = 0; r < R; ++r) {
       const float rs = float(1.0 / __builtin_sqrt(m[r].m2 * cfg.inv_cols + double(cfg.eps)));
       const float hi = float(m[r].mean);

@@ -1,23 +1,27 @@
 // row_moments: mean and sum of squared deviations (M2) of one float row.
 //
-// Formula: the row is cut into chunks of kMomentChunk elements. For each chunk, pass A sums
-//   (x - p) and gives the chunk mean; pass B sums (x - c)^2 around the float center c nearest
-//   that mean, and the exact identity  sum (x - c)^2 = M2 + len * (mean - c)^2  removes the
-//   center's rounding. Chunks are merged into the row state with Chan's formula, in double,
-//   in chunk order:  delta = mean_b - mean_a,  mean += delta * n_b / n,
-//                    M2 = M2_a + M2_b + delta^2 * n_a * n_b / n.
-//   Within a chunk, SIMD lanes and 4 accumulators are combined in a fixed order (hadd), so
-//   the result depends only on the ISA, never on threads or partitions.
-// Shift p: p = x[0] when Shift (compensated mean). Then x - p is exact for data near the mean
-//   (Sterbenz) and the sums carry no large-offset cancellation; the mean comes out in double
-//   as p + sum/len and is later split into a float pair hi + lo. Without Shift, p = 0 and the
-//   chunk sums of raw values lose about log2(|mean| / std) bits: the single-float-mean variant.
-// Memory traffic per element: pass A reads x once from memory; pass B re-reads it from L1
-//   (a chunk is 8 KiB). Work per vector: load, [sub], add; load, sub, fma.
+// Formula: the row is cut into chunks of kMomentChunk elements, each shifted by a float p near
+//   the mean: the mean of the row's first vector for the first chunk, the mean of the chunks
+//   so far after that (Welford on chunks). One read of the chunk sums S1 = sum (x - p) and
+//   S2 = sum (x - p)^2; then  M2 = S2 - S1^2 / len  (in double), which is exact up to the
+//   rounding of S1 and S2. That subtraction cancels when the shift is far from the chunk mean,
+//   so it is used only when  S1^2 / len <= S2 / 4  (the shift is within about half a
+//   standard deviation of the mean; M2 keeps at least 3/4 of S2 and loses under one bit).
+//   Otherwise (a chunk whose first values are not representative, e.g. a trend or an outlier
+//   at its start) the chunk is read again from L1 and summed around its float mean c
+//   (pass B): sum (x - c)^2 = M2 + len * (mean - c)^2 removes c's rounding. Chunks are
+//   merged into the row state with Chan's formula, in double, in chunk order:
+//   delta = mean_b - mean_a,  mean += delta * n_b / n,  M2 = M2_a + M2_b + delta^2 n_a n_b / n.
+//   Within a chunk, SIMD lanes and 4 accumulators are combined in a fixed order (hadd), and
+//   the branch depends only on the row's values, so the result depends only on the ISA, never
+//   on threads or partitions. Never E[x^2] - E[x]^2 on unshifted data.
+// Without Shift (the single-float-mean variant) p = 0: the sums of raw values lose about
+//   log2(|mean| / std) bits in the mean, and such rows take pass B.
+// Memory traffic per element: one read of x from memory (and a re-read from L1 for the chunks
+//   that take pass B). Work per vector: load, sub (on the FMA unit), add, fma.
 // Preconditions: n >= 1; x readable for n floats; no alignment required.
-// Numerics: |x - p| small => errors of order eps_f32 * sqrt(len) * std per chunk; the merge in
-//   double adds nothing visible at float precision. This is a Welford/Chan update on chunks,
-//   never E[x^2] - E[x]^2.
+// Numerics: |x - p| small => errors of order eps_f32 * depth * std per chunk; the merge in
+//   double adds nothing visible at float precision.
 
 struct row_moments {
   double mean;
@@ -26,75 +30,94 @@ struct row_moments {
 
 inline constexpr std::size_t kMomentChunk = 2048;
 
+/// Float mean of the first min(n, V::size) values, as x[0] + mean(x - x[0]) (exact
+/// differences near the mean): the first chunk's shift.
+template <class V>
+inline float leading_mean(const float* x, std::size_t n) {
+  constexpr std::size_t W = V::size;
+  if (n < W) return x[0];
+  return x[0] + hadd(load<V>(x) - V(x[0])) * (1.f / float(W));
+}
+
 /// Moments of R rows of length n at once. Each row goes through exactly the operations of
-/// the R = 1 case; interleaving only lets the rows' dependent scalar tails (hadd, division,
-/// merge) overlap, which is what short rows are limited by. Results are bitwise independent
-/// of R.
+/// the R = 1 case; interleaving only lets the rows' dependent chains and scalar tails overlap.
+/// Results are bitwise independent of R.
 template <class V, bool Shift, std::size_t R>
 inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* out,
                              row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   float p[R];
   double mean[R] = {}, m2[R] = {};  // set by the first chunk (n >= 1)
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = Shift ? x[r][0] : 0.f;
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = Shift ? leading_mean<V>(x[r], n) : 0.f;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
     const double inv_len = 1.0 / double(len);
 
-    // Pass A: sum of (x - p), four independent accumulators per row to hide add latency.
-    V a[R][4];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
+    // One pass: S1 = sum (x - p) and S2 = sum (x - p)^2, four accumulators each per row.
+    V a[R][4], q[R][4];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+      a[r][k] = V(0.f);
+      q[r][k] = V(0.f);
+    }
     std::size_t i = 0;
     for (; i + 4 * W <= len; i += 4 * W) {
       SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
         const float* c = x[r] + start + i;
         const V vp(p[r]);
-        a[r][0] += shift_sub(load<V>(c), vp);
-        a[r][1] += shift_sub(load<V>(c + W), vp);
-        a[r][2] += shift_sub(load<V>(c + 2 * W), vp);
-        a[r][3] += shift_sub(load<V>(c + 3 * W), vp);
+        SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+          const V d = shift_sub(load<V>(c + k * W), vp);
+          a[r][k] += d;
+          q[r][k] = fma(d, d, q[r][k]);
+        }
       }
       pf.step(W);
     }
     for (; i + W <= len; i += W)
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) a[r][0] += load<V>(x[r] + start + i) - V(p[r]);
-    float center[R];
-    double mean_rel[R];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
-      float s = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
-      for (std::size_t k = i; k < len; ++k) s += x[r][start + k] - p[r];
-      mean_rel[r] = double(s) * inv_len;  // relative to p
-      center[r] = p[r] + float(mean_rel[r]);
-    }
-
-    // Pass B: sum of (x - center)^2, re-read from L1.
-    V q[R][4];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) q[r][0] = q[r][1] = q[r][2] = q[r][3] = V(0.f);
-    for (i = 0; i + 4 * W <= len; i += 4 * W)
       SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
-        const float* c = x[r] + start + i;
-        const V vc(center[r]);
-        const V d0 = load<V>(c) - vc, d1 = load<V>(c + W) - vc;
-        const V d2 = load<V>(c + 2 * W) - vc, d3 = load<V>(c + 3 * W) - vc;
-        q[r][0] = fma(d0, d0, q[r][0]);
-        q[r][1] = fma(d1, d1, q[r][1]);
-        q[r][2] = fma(d2, d2, q[r][2]);
-        q[r][3] = fma(d3, d3, q[r][3]);
-      }
-    for (; i + W <= len; i += W)
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
-        const V d = load<V>(x[r] + start + i) - V(center[r]);
+        const V d = shift_sub(load<V>(x[r] + start + i), V(p[r]));
+        a[r][0] += d;
         q[r][0] = fma(d, d, q[r][0]);
       }
     SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
-      float qs = hadd((q[r][0] + q[r][1]) + (q[r][2] + q[r][3]));
+      const float* c = x[r] + start;
+      float s1 = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
+      float s2 = hadd((q[r][0] + q[r][1]) + (q[r][2] + q[r][3]));
       for (std::size_t k = i; k < len; ++k) {
-        const float d = x[r][start + k] - center[r];
-        qs += d * d;
+        const float d = c[k] - p[r];
+        s1 += d;
+        s2 += d * d;
       }
-      const double chunk_mean = double(p[r]) + mean_rel[r];
-      const double off = chunk_mean - double(center[r]);
-      double chunk_m2 = double(qs) - double(len) * off * off;
+      const double mean_rel = double(s1) * inv_len;  // relative to p
+      const double chunk_mean = double(p[r]) + mean_rel;
+      const double shift_part = double(s1) * mean_rel;  // len * (mean - p)^2
+      double chunk_m2;
+      if (shift_part * 4.0 <= double(s2)) {
+        chunk_m2 = double(s2) - shift_part;
+      } else {  // pass B: around the chunk's float mean, re-read from L1
+        const float center = p[r] + float(mean_rel);
+        const V vc(center);
+        V b0(0.f), b1(0.f), b2(0.f), b3(0.f);
+        std::size_t k = 0;
+        for (; k + 4 * W <= len; k += 4 * W) {
+          const V d0 = load<V>(c + k) - vc, d1 = load<V>(c + k + W) - vc;
+          const V d2 = load<V>(c + k + 2 * W) - vc, d3 = load<V>(c + k + 3 * W) - vc;
+          b0 = fma(d0, d0, b0);
+          b1 = fma(d1, d1, b1);
+          b2 = fma(d2, d2, b2);
+          b3 = fma(d3, d3, b3);
+        }
+        for (; k + W <= len; k += W) {
+          const V d = load<V>(c + k) - vc;
+          b0 = fma(d, d, b0);
+        }
+        float qs = hadd((b0 + b1) + (b2 + b3));
+        for (; k < len; ++k) {
+          const float d = c[k] - center;
+          qs += d * d;
+        }
+        const double off = chunk_mean - double(center);
+        chunk_m2 = double(qs) - double(len) * off * off;
+      }
       if (chunk_m2 < 0.0) chunk_m2 = 0.0;  // NaN stays NaN
       if (start == 0) {
         mean[r] = chunk_mean;
@@ -105,6 +128,7 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
         mean[r] += delta * (nb / nt);
         m2[r] += chunk_m2 + delta * delta * (na * nb / nt);
       }
+      if (Shift) p[r] = float(mean[r]);  // the next chunk's shift
     }
   }
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
