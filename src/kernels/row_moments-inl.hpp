@@ -134,6 +134,27 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, row_moments* 
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
+/// The vector of a row of n floats that ends at element n: its last m = n % V::size (or n, if
+/// n < V::size) elements sit in the top m lanes; for n < V::size the other lanes are zero
+/// (a padded copy, never a read outside the row).
+template <class V>
+inline V last_vector(const float* x, std::size_t n) {
+  constexpr std::size_t W = V::size;
+  if (n >= W) return load<V>(x + n - W);
+  alignas(64) float padded[W] = {};
+  for (std::size_t k = 0; k < n; ++k) padded[W - n + k] = x[k];
+  return load<V>(padded);
+}
+
+/// Mask of the top m lanes (0 < m < V::size): the lanes of last_vector not yet counted.
+template <class V>
+inline auto tail_lanes(std::size_t m) {
+  constexpr std::size_t W = V::size;
+  alignas(64) float lane[W];
+  for (std::size_t j = 0; j < W; ++j) lane[j] = float(j);
+  return V(float(W - m) - 0.5f) < load<V>(lane);
+}
+
 /// Lane r of the result is sum over k of acc(d_r(x[r][k])) for V::size rows of n elements:
 /// acc(s, d) folds one deviation vector into a row's accumulator and dev(v, r) maps row r's
 /// values to deviations. The rows are walked together, one vector of each row per step, so
@@ -164,52 +185,111 @@ inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc,
   for (; i < full; i += W)
     SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) s[r] = acc(s[r], dev(load<V>(x[r] + i), r));
   if (full != n) {
-    alignas(64) float lane[W];
-    for (std::size_t j = 0; j < W; ++j) lane[j] = float(j);
-    const auto last = V(float(W - (n - full)) - 0.5f) < load<V>(lane);  // lanes of the tail
-    for (std::size_t r = 0; r < W; ++r) {
-      V v;
-      if (n >= W) {
-        v = load<V>(x[r] + n - W);
-      } else {
-        alignas(64) float padded[W] = {};
-        for (std::size_t k = 0; k < n; ++k) padded[W - n + k] = x[r][k];
-        v = load<V>(padded);
-      }
-      s[r] = acc(s[r], select(last, dev(v, r), V(0.f)));
+    const auto last = tail_lanes<V>(n - full);
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r)
+      s[r] = acc(s[r], select(last, dev(last_vector<V>(x[r], n), r), V(0.f)));
+  }
+  return lane_sums(s);
+}
+
+/// Lanes [0, H) of the result hold S1 = sum (x - p[r]) and lanes [H, 2H) S2 = sum (x - p[r])^2
+/// of the H = V::size / 2 rows x[0, H): one read, 2H accumulators (S1 and S2 of 16 rows would
+/// not fit in 32 registers), one lane_sums. The walk, tail and prefetch steps are those of
+/// row_lanes_sum. Row r's deviations alternate between the FMA unit (shift_sub, even r) and the
+/// adder (odd r), so that each of the two takes 1.5 operations per vector, not one 2 and the
+/// other 1. Both give the same bits.
+template <class V>
+inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
+                           row_prefetcher& pf) {
+  constexpr std::size_t W = V::size, H = W / 2;
+  const std::size_t full = n / W * W;
+  V s[W], vp[H];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r) {
+    s[r] = V(0.f);
+    s[H + r] = V(0.f);
+    vp[r] = V(p[r]);
+  }
+  const auto dev = [&](std::size_t r, const V& v) { return r % 2 == 0 ? shift_sub(v, vp[r]) : v - vp[r]; };
+  const auto add = [&](std::size_t r, const V& d) {
+    s[r] += d;
+    s[H + r] = fma(d, d, s[H + r]);
+  };
+  std::size_t i = 0;
+  if (full != 0) {  // the first step also steps the prefetcher, once per row
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r) {
+      add(r, dev(r, load<V>(x[r])));
+      pf.step(W);
     }
+    i = W;
+  } else {
+    for (std::size_t r = 0; r < H; ++r) pf.step(W);
+  }
+  for (; i < full; i += W)
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r) add(r, dev(r, load<V>(x[r] + i)));
+  if (full != n) {
+    const auto last = tail_lanes<V>(n - full);
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r)
+      add(r, select(last, dev(r, last_vector<V>(x[r], n)), V(0.f)));
   }
   return lane_sums(s);
 }
 
 /// Moments of exactly V::size short rows (n <= kMomentChunk) at once, in vector form: lane r
-/// describes row r. Pass A sums x - p and pass B sums (x - center)^2 over all rows together
-/// (row_lanes_sum); the per-row arithmetic between and after them runs in the vector lanes.
-/// Outputs: the mean as an exact float pair hi + lo (hi = p + mean_rel rounded, lo its
-/// rounding error by TwoSum; hi is also the pass-B center, so M2 needs the n * lo^2
-/// correction of the identity in the banner) and M2 in float.
+/// describes row r. The shift p of a row is the mean of its first vector (one lane_sums for all
+/// rows); one read sums S1 = sum (x - p) and S2 = sum (x - p)^2 (shifted_sums_half, twice), and
+/// M2 = S2 - S1^2 / n under the guard of rows_moments_f32 (S1^2 / n <= S2 / 4; false for NaN).
+/// If a row fails it (its first vector is not representative, or NaN / Inf), the group takes
+/// pass B: sum (x - hi)^2 re-read from L1 (row_lanes_sum), and the failing rows use it. A
+/// row's bits depend only on its own values and n, never on the other rows of its group.
+/// Outputs: the mean as an exact float pair hi + lo (hi = p + S1 / n rounded, lo its rounding
+/// error by TwoSum; hi is also the pass-B center, so that M2 needs the n * lo^2 correction of
+/// the identity in the banner) and M2 in float.
 /// The plan routes every row of such a shape through this function (groups are padded by
 /// repeating a row), so a row's bits do not depend on its position in the batch.
 template <class V, bool Shift>
 inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, V& lo, V& m2,
                                    row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
-  alignas(64) float p[W], center[W];
-  for (std::size_t r = 0; r < W; ++r) p[r] = Shift ? x[r][0] : 0.f;
-  const auto add = [](V s, V d) { return s + d; };
-  const auto add_square = [](V s, V d) { return fma(d, d, s); };
-  const V sum = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return shift_sub(v, V(p[r])); }, add, pf);
-  const V P = load<V>(p), mean_rel = sum * V(1.f / float(n));
+  alignas(64) float p[W];
+  V P(0.f);
+  if (Shift) {  // p = x[0] + mean(first vector - x[0]): no overflow, exact differences near the mean
+    V first[W];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) {
+      p[r] = x[r][0];
+      if (n >= W) first[r] = load<V>(x[r]) - V(p[r]);
+      else first[r] = select(tail_lanes<V>(n), last_vector<V>(x[r], n) - V(p[r]), V(0.f));
+    }
+    P = fma(lane_sums(first), V(1.f / float(n < W ? n : W)), load<V>(p));
+  }
+  P.store_unaligned(p);
+  V s1, s2;
+  if constexpr (W == 1) {
+    s1 = s2 = V(0.f);
+    for (std::size_t k = 0; k < n; ++k) {
+      const V d = shift_sub(load<V>(x[0] + k), P);
+      s1 += d;
+      s2 = fma(d, d, s2);
+    }
+  } else {
+    split_halves(shifted_sums_half<V>(x, n, p, pf), shifted_sums_half<V>(x + W / 2, n, p + W / 2, pf), s1, s2);
+  }
+  const V mean_rel = s1 * V(1.f / float(n));
   hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly
   const V bb = hi - P;
   lo = (P - (hi - bb)) + (mean_rel - bb);
-  hi.store_unaligned(center);
-  row_prefetcher none;
-  const V sq = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(center[r]); },
-                                add_square, none);
-  // sum (x - hi)^2 = M2 + n * lo^2; clamp rounding below zero (NaN stays NaN).
-  m2 = fnma(V(float(n)) * lo, lo, sq);
-  m2 = select(m2 < V(0.f), V(0.f), m2);
+  const V shift_part = s1 * mean_rel;  // n * (mean - p)^2
+  const auto one_read = shift_part * V(4.f) <= s2;
+  m2 = s2 - shift_part;
+  if (!all(one_read)) {  // pass B, around the float mean hi, re-read from L1
+    alignas(64) float center[W];
+    hi.store_unaligned(center);
+    row_prefetcher none;
+    const V sq = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(center[r]); },
+                                  [](V s, V d) { return fma(d, d, s); }, none);
+    // sum (x - hi)^2 = M2 + n * lo^2
+    m2 = select(one_read, m2, fnma(V(float(n)) * lo, lo, sq));
+  }
+  m2 = select(m2 < V(0.f), V(0.f), m2);  // rounding below zero; NaN stays NaN
 }
 
 /// Sum of squares of one row: float accumulators per chunk, chunks added in double.

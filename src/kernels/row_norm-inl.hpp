@@ -5,7 +5,7 @@
 //   (Stats::short_rows / Stats::long_rows). gamma and beta are optional.
 // Layout: row r starts at x + r * x_stride (y likewise); each row is dense.
 // Passes and memory traffic per element: the statistics read x from memory once (and, for
-//   LayerNorm's short rows and the chunks whose shift is far from their mean, once more from
+//   LayerNorm's chunks or short-row groups whose shift is far from their mean, once more from
 //   L1); the normalize pass re-reads x from cache and writes y. Rows
 //   are handled in groups (below) that stay in L2 (kGroupBytes), so x is read from memory once
 //   and y written once: 8 bytes of traffic per element. A single row longer than the L2 is

@@ -38,6 +38,8 @@ inline scalar_vector fms(scalar_vector a, scalar_vector b, scalar_vector c) { re
 inline scalar_vector fnma(scalar_vector a, scalar_vector b, scalar_vector c) { return c.v - a.v * b.v; }
 inline scalar_vector sqrt(scalar_vector a) { return __builtin_sqrtf(a.v); }
 inline bool operator<(scalar_vector a, scalar_vector b) { return a.v < b.v; }
+inline bool operator<=(scalar_vector a, scalar_vector b) { return a.v <= b.v; }
+inline bool all(bool b) { return b; }
 inline scalar_vector select(bool c, scalar_vector a, scalar_vector b) { return c ? a : b; }
 inline float hadd(scalar_vector a) { return a.v; }
 /// Lane r of the result is the horizontal sum of rows[r] (xsimd::haddp's contract).
@@ -120,6 +122,31 @@ inline V lane_sums(const V* rows) {
   }
 #endif
   return haddp(rows);
+}
+
+/// Regroups the halves of two vectors: lo = [a's low half | b's low half], hi = [a's high half
+/// | b's high half]. For V::size >= 2.
+template <class V>
+inline void split_halves(const V& a, const V& b, V& lo, V& hi) {
+  constexpr std::size_t W = V::size, H = W / 2;
+#if defined(__AVX512F__)
+  if constexpr (W == 16) {
+    lo = _mm512_shuffle_f32x4(a, b, 0x44);
+    hi = _mm512_shuffle_f32x4(a, b, 0xEE);
+    return;
+  }
+#endif
+  alignas(64) float ta[W], tb[W], tl[W], th[W];
+  a.store_unaligned(ta);
+  b.store_unaligned(tb);
+  for (std::size_t j = 0; j < H; ++j) {
+    tl[j] = ta[j];
+    tl[H + j] = tb[j];
+    th[j] = ta[H + j];
+    th[H + j] = tb[H + j];
+  }
+  lo = load<V>(tl);
+  hi = load<V>(th);
 }
 
 /// Bytes a streaming store of V must be aligned to.
