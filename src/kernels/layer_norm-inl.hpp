@@ -18,23 +18,20 @@ struct layer_norm_stats {
 
   /// V::size short rows: vector-lane moments, rstd in float lanes.
   template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
+  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
                          row_prefetcher& pf) {
-    constexpr std::size_t W = V::size;
     V hi, lo, m2;
     rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2, pf);
     const V rs = V(1.f) / sqrt(fma(m2, V(float(cfg.inv_cols)), V(cfg.eps)));
-    alignas(64) float his[W], rss[W], lors[W];
-    hi.store_unaligned(his);
-    rs.store_unaligned(rss);
-    (lo * rs).store_unaligned(lors);
-    for (std::size_t r = 0; r < W; ++r) k[r] = {his[r], rss[r], lors[r]};
+    hi.store_unaligned(k.hi);
+    rs.store_unaligned(k.rs);
+    (lo * rs).store_unaligned(k.lo_rs);
   }
 
   /// R long rows: chunked moments in double, rstd rounded from double.
   template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
-                        row_prefetcher& pf) {
+  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+                        std::size_t first, row_prefetcher& pf) {
     // Two rows at a time: 2 x 8 accumulators stay in registers (R = 4 would spill them).
     row_moments m[R];
     if constexpr (R % 2 == 0) {
@@ -46,7 +43,9 @@ struct layer_norm_stats {
       const float rs = float(1.0 / __builtin_sqrt(m[r].m2 * cfg.inv_cols + double(cfg.eps)));
       const float hi = float(m[r].mean);
       const float lo = Shift ? float(m[r].mean - double(hi)) : 0.f;
-      k[r] = {hi, rs, lo * rs};
+      k.hi[first + r] = hi;
+      k.rs[first + r] = rs;
+      k.lo_rs[first + r] = lo * rs;
     }
   }
 };

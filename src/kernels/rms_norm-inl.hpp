@@ -13,23 +13,20 @@ struct rms_norm_stats {
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
   template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
+  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
                          row_prefetcher& pf) {
-    constexpr std::size_t W = V::size;
-    alignas(64) float rss[W];
     const V sq = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
                                   [](V s, V v) { return fma(v, v, s); }, pf);
     const V ms = sq * V(float(cfg.inv_cols));
-    (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(rss);
-    for (std::size_t r = 0; r < W; ++r) k[r] = {0.f, rss[r], 0.f};
+    (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(k.rs);
   }
 
   template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts* k,
-                        row_prefetcher& pf) {
+  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+                        std::size_t first, row_prefetcher& pf) {
     for (std::size_t r = 0; r < R; ++r) {
       const double ms = row_sum_squares_f32<V>(xs[r], cfg.cols, pf) * cfg.inv_cols;
-      k[r] = {0.f, float(1.0 / __builtin_sqrt(ms + double(cfg.eps))), 0.f};
+      k.rs[first + r] = float(1.0 / __builtin_sqrt(ms + double(cfg.eps)));
     }
   }
 };

@@ -37,9 +37,12 @@ inline constexpr std::size_t kShortCols = 256;
 inline constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
 inline constexpr std::size_t kRowsTogetherMinCols = 1024;
 
-/// Per-row constants of the normalize pass: t = (x - hi) * rs - lo_rs, or t = x * rs.
+/// Per-row constants of the normalize pass, t = (x - hi) * rs - lo_rs or t = x * rs, for the
+/// rows of one group: one array per constant, so that the short-row statistics store each as
+/// one vector (lane r is row r).
 struct row_consts {
-  float hi, rs, lo_rs;
+  static constexpr std::size_t capacity = 16;  // >= V::size and kRowGroup
+  alignas(64) float hi[capacity], rs[capacity], lo_rs[capacity];
 };
 
 inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::size_t count,
@@ -57,7 +60,7 @@ inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::si
 /// goes through the same operations whatever R is: grouping never changes a bit.
 template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
 inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, float* const* ys,
-                           const row_consts* k, row_prefetcher& pf) {
+                           const row_consts& k, std::size_t first, row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   const std::size_t n = cfg.cols;
   const float* g = cfg.gamma;
@@ -71,7 +74,8 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
     yr[r] = ys[r];
   }
   auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
-    float t = Centered ? fms1<V>(xr[r][i] - k[r].hi, k[r].rs, k[r].lo_rs) : xr[r][i] * k[r].rs;
+    const std::size_t j = first + r;
+    float t = Centered ? fms1<V>(xr[r][i] - k.hi[j], k.rs[j], k.lo_rs[j]) : xr[r][i] * k.rs[j];
     if constexpr (Gamma && Beta) t = fma1<V>(t, g[i], b[i]);
     else if constexpr (Gamma) t = t * g[i];
     else if constexpr (Beta) t = t + b[i];
@@ -84,9 +88,9 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
   }
   V vhi[R], vrs[R], vlo[R];
   SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
-    vhi[r] = V(k[r].hi);
-    vrs[r] = V(k[r].rs);
-    vlo[r] = V(k[r].lo_rs);
+    vhi[r] = V(k.hi[first + r]);
+    vrs[r] = V(k.rs[first + r]);
+    vlo[r] = V(k.lo_rs[first + r]);
   }
   for (; i + W <= n; i += W) {
     V gv, bv;
@@ -113,19 +117,20 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
 
 template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
 inline void normalize_group(const row_norm_config& cfg, const float* const* xs, float* const* ys,
-                            const row_consts* k, std::size_t count, bool group,
+                            const row_consts& k, std::size_t count, bool group,
                             row_prefetcher& pf) {
   std::size_t r = 0;
   if (group)
     for (; r + kRowGroup <= count; r += kRowGroup)
-      normalize_rows<V, Stats::centered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k + r, pf);
+      normalize_rows<V, Stats::centered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k, r, pf);
   for (; r < count; ++r)
-    normalize_rows<V, Stats::centered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k + r, pf);
+    normalize_rows<V, Stats::centered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k, r, pf);
 }
 
 template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
 void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
+  static_assert(W <= row_consts::capacity && kRowGroup <= row_consts::capacity);
   const std::size_t n = cfg.cols;
   // Grouping needs the rows of a group to share y's alignment when streaming.
   const bool same_alignment =
@@ -138,7 +143,7 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
     const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
     const float* xs[W > kRowGroup ? W : kRowGroup];
     float* ys[W > kRowGroup ? W : kRowGroup];
-    row_consts k[W > kRowGroup ? W : kRowGroup];
+    row_consts k;
     const std::size_t padded = short_rows ? W : count;
     for (std::size_t r = 0; r < padded; ++r) {
       const std::size_t rr = r0 + (r < count ? r : count - 1);  // pad with the last row
@@ -150,13 +155,13 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
                                : row_prefetcher{};
     if (short_rows) Stats::template short_rows<V>(cfg, xs, k, pf);
     else if (count == kRowGroup)
-      Stats::template long_rows<V, kRowGroup>(cfg, xs, k, pf);
+      Stats::template long_rows<V, kRowGroup>(cfg, xs, k, 0, pf);
     else
       for (std::size_t r = 0; r < count; ++r)
-        Stats::template long_rows<V, 1>(cfg, xs + r, k + r, pf);
+        Stats::template long_rows<V, 1>(cfg, xs + r, k, r, pf);
     for (std::size_t r = 0; r < count; ++r) {
-      if (blk.mean) blk.mean[r0 + r] = k[r].hi;
-      if (blk.rstd) blk.rstd[r0 + r] = k[r].rs;
+      if (blk.mean) blk.mean[r0 + r] = k.hi[r];
+      if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
     normalize_group<V, Stats, Gamma, Beta, Stream>(cfg, xs, ys, k, count, rows_together, pf);
   }
