@@ -252,14 +252,22 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
   constexpr std::size_t W = V::size;
   alignas(64) float p[W];
   V P(0.f);
-  if (Shift) {  // p = x[0] + mean(first vector - x[0]): no overflow, exact differences near the mean
+  if (Shift) {
     V first[W];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) {
-      p[r] = x[r][0];
-      if (n >= W) first[r] = load<V>(x[r]) - V(p[r]);
-      else first[r] = select(tail_lanes<V>(n), last_vector<V>(x[r], n) - V(p[r]), V(0.f));
+    if (n >= W) {
+      // p = sum (x / W) over the first vector: the scale is a power of two, so it cannot
+      // overflow, and a constant row gives p == x exactly (lane_sums adds equal partial sums).
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) first[r] = load<V>(x[r]) * V(1.f / float(W));
+      P = lane_sums(first);
+    } else {
+      // p = x[0] + mean(x - x[0]), exact for a constant row of any length; the vector of the
+      // x[0] goes through memory, a store-forwarding stall only rows shorter than W pay.
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) {
+        p[r] = x[r][0];
+        first[r] = select(tail_lanes<V>(n), last_vector<V>(x[r], n) - V(p[r]), V(0.f));
+      }
+      P = fma(lane_sums(first), V(1.f / float(n)), load<V>(p));
     }
-    P = fma(lane_sums(first), V(1.f / float(n < W ? n : W)), load<V>(p));
   }
   P.store_unaligned(p);
   V s1, s2;
