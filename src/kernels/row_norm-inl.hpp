@@ -60,8 +60,9 @@ inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::si
 /// goes through the same operations whatever R is: grouping never changes a bit.
 template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
 inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, float* const* ys,
-                           const row_consts& k, std::size_t first, row_prefetcher& pf) {
+                           const row_consts& k, std::size_t first, row_prefetcher& pf_io) {
   constexpr std::size_t W = V::size;
+  row_prefetcher pf = pf_io;  // a local copy stays in registers across the stores
   const std::size_t n = cfg.cols;
   const float* g = cfg.gamma;
   const float* b = cfg.beta;
@@ -113,6 +114,7 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
   }
   for (; i < n; ++i)
     SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
+  pf_io = pf;
 }
 
 template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
