@@ -22,11 +22,16 @@
 //   horizontal reductions and scalar tail); longer rows get them kRowGroup rows at a time,
 //   interleaved, so that the rows' dependent per-chunk reductions overlap. The normalize pass
 //   then runs kRowGroup rows at a time and loads each gamma/beta vector once for all of them,
-//   except with regular stores and rows of at most kRowsTogetherMinCols, which go row by row
-//   (measured in cache, 1 thread: D = 64-1024 +0.04-0.07 of copy; longer rows lose, as they
+//   except with regular stores and rows of kShortCols < n <= kRowsTogetherMinCols, or short
+//   rows with a scalar tail, which go row by row (an earlier Intel guest measured row by row
+//   0.04-0.07 of copy ahead at D = 64-1024, in cache, 1 thread; longer rows lose, as they
 //   reload gamma/beta from L2). The likely reason: one sequential store stream, whose
-//   read-for-ownership the hardware prefetcher follows, instead of four interleaved short
-//   ones; short rows' gamma/beta stay in L1 anyway.
+//   read-for-ownership the hardware prefetcher follows, instead of four interleaved ones.
+//   Short rows of whole vectors measure the other way now that their statistics are cheaper:
+//   fewer instructions per row win (Sapphire Rapids guest, LayerNorm, 3
+//   alternated runs: D = 64 0.31-0.35 -> 0.37-0.44 / 0.26-0.31 -> 0.39-0.40 on 1 / 2
+//   threads, D = 128 0.39-0.45 -> 0.46-0.50 / 0.44-0.45 -> 0.53-0.55; Zen 4 guest D = 64
+//   +0.02), while a harness with D = 200 (an 8-element scalar tail) lost 10-20%.
 //   The statistics of a row go through the same operations whether its row set is
 //   interleaved or not, and the short-row path depends only on the row length, so the bits of
 //   a row do not depend on its position, threads or partitions.
@@ -140,7 +145,8 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   const bool group = same_alignment && n * sizeof(float) * kRowGroup <= kGroupBytes;
   const bool short_rows = n <= kShortCols;
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
-  const bool rows_together = group && (Stream || n > kRowsTogetherMinCols);
+  const bool rows_together =
+      group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
   for (std::size_t r0 = 0; r0 < blk.rows; r0 += step) {
     const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
     const float* xs[W > kRowGroup ? W : kRowGroup];
