@@ -16,12 +16,14 @@ template <bool Shift>
 struct layer_norm_stats {
   static constexpr bool centered = true;
 
-  /// V::size short rows: vector-lane moments, rstd in float lanes.
-  template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
-                         row_prefetcher& pf) {
+  /// V::size short rows: vector-lane moments, rstd in float lanes. between_rows() runs after
+  /// each row's sums (rows of whole vectors, AVX-512 only; see rows_moments_short_f32).
+  template <class V, class Between = no_work_between_rows>
+  SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const float* const* xs,
+                                                row_consts& k, row_prefetcher& pf,
+                                                Between between_rows = {}) {
     V hi, lo, m2;
-    rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2, pf);
+    rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2, pf, between_rows);
     const V rs = V(1.f) / sqrt(fma(m2, V(float(cfg.inv_cols)), V(cfg.eps)));
     hi.store_unaligned(k.hi);
     rs.store_unaligned(k.rs);

@@ -234,6 +234,48 @@ inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
   return lane_sums(s);
 }
 
+/// The no-op callback of rows_moments_short_f32: nothing runs between the rows.
+struct no_work_between_rows {
+  void operator()() const {}
+};
+
+#if defined(__AVX512F__)
+/// shifted_sums_half for 16 lanes and rows of whole vectors, with other work in between: the
+/// 8 rows are summed one at a time, in the order 0, 4, 2, 6, 1, 5, 3, 7, with between_rows()
+/// called after each, so that the caller's work (the previous group's normalize and its
+/// stores) interleaves with these loads. Each pair of rows enters lane_sums' reduction tree as
+/// soon as both are summed, so only a few vectors stay live beside the caller's. The
+/// operations are those of shifted_sums_half and lane_sums, so the bits are the same.
+template <class Between>
+SIMDNORM_ALWAYS_INLINE __m512 shifted_sums_half_paired(const float* const* x, std::size_t n,
+                                                       const float* p, Between between_rows) {
+  const auto sums = [&](std::size_t r, __m512& a, __m512& q) SIMDNORM_LAMBDA_INLINE {
+    const __m512 vp = _mm512_set1_ps(p[r]);
+    const float* xr = x[r];
+    a = _mm512_setzero_ps();
+    q = _mm512_setzero_ps();
+    for (std::size_t i = 0; i < n; i += 16) {
+      const __m512 v = _mm512_loadu_ps(xr + i);
+      const __m512 d = r % 2 == 0 ? _mm512_fmsub_ps(v, _mm512_set1_ps(1.f), vp) : _mm512_sub_ps(v, vp);
+      a = _mm512_add_ps(a, d);
+      q = _mm512_fmadd_ps(d, d, q);
+    }
+    between_rows();
+  };
+  // lane_sums' tree over [S1 of rows 0-7 | S2 of rows 0-7]: its first step pairs rows (0, 4),
+  // (2, 6), (1, 5), (3, 7) and the second joins each S1 pair with the same rows' S2 pair.
+  constexpr std::size_t kPairs[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
+  __m512 u[4];
+  SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+    __m512 a0, q0, a1, q1;
+    sums(kPairs[k][0], a0, q0);
+    sums(kPairs[k][1], a1, q1);
+    u[k] = halve_blocks_128(halve_blocks_256(a0, a1), halve_blocks_256(q0, q1));
+  }
+  return halve_lanes(halve_pairs(u[0], u[2]), halve_pairs(u[1], u[3]));
+}
+#endif
+
 /// Moments of exactly V::size short rows (n <= kMomentChunk) at once, in vector form: lane r
 /// describes row r. The shift p of a row is the mean of its first vector (one lane_sums for all
 /// rows); one read sums S1 = sum (x - p) and S2 = sum (x - p)^2 (shifted_sums_half, twice), and
@@ -246,9 +288,12 @@ inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
 /// the identity in the banner) and M2 in float.
 /// The plan routes every row of such a shape through this function (groups are padded by
 /// repeating a row), so a row's bits do not depend on its position in the batch.
-template <class V, bool Shift>
-inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, V& lo, V& m2,
-                                   row_prefetcher& pf) {
+/// between_rows, when given, runs after each row's S1 / S2 (shifted_sums_half_paired: rows of
+/// whole vectors, AVX-512 only); it changes the order of the work, never a bit.
+template <class V, bool Shift, class Between = no_work_between_rows>
+SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi,
+                                                   V& lo, V& m2, row_prefetcher& pf,
+                                                   [[maybe_unused]] Between between_rows = {}) {
   constexpr std::size_t W = V::size;
   alignas(64) float p[W];
   V P(0.f);
@@ -278,8 +323,16 @@ inline void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi, 
       s1 += d;
       s2 = fma(d, d, s2);
     }
-  } else {
+  } else if constexpr (std::is_same_v<Between, no_work_between_rows>) {
     split_halves(shifted_sums_half<V>(x, n, p, pf), shifted_sums_half<V>(x + W / 2, n, p + W / 2, pf), s1, s2);
+  } else {  // work between the rows: rows of whole vectors, AVX-512
+#if defined(__AVX512F__)
+    static_assert(W == 16);
+    split_halves(V(shifted_sums_half_paired(x, n, p, between_rows)),
+                 V(shifted_sums_half_paired(x + W / 2, n, p + W / 2, between_rows)), s1, s2);
+#else
+    static_assert(!sizeof(Between), "work between the rows needs AVX-512");
+#endif
   }
   const V mean_rel = s1 * V(1.f / float(n));
   hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly

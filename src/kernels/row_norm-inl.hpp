@@ -32,6 +32,18 @@
 //   alternated runs: D = 64 0.31-0.35 -> 0.37-0.44 / 0.26-0.31 -> 0.39-0.40 on 1 / 2
 //   threads, D = 128 0.39-0.45 -> 0.46-0.50 / 0.44-0.45 -> 0.53-0.55; Zen 4 guest D = 64
 //   +0.02), while a harness with D = 200 (an 8-element scalar tail) lost 10-20%.
+//   Short rows of whole vectors with regular stores on AVX-512 overlap the two passes
+//   (short_rows_overlapped): the statistics of group g + 1 are summed row by row, and after
+//   every fourth row four rows of group g are normalized. Loads issued in a phase of their
+//   own, with no stores in flight, add their time to the stores'; interleaved with the
+//   stores they are hidden (harness, data in L2, D = 64: reading the next group as a phase
+//   cost 1.1 TSC ticks per vector on top of a 3.5-tick normalize, interleaved row by row it
+//   cost nothing). Sapphire Rapids guest, LayerNorm, in cache, 4 alternated runs, 1 / 2
+//   threads: D = 64 0.47-0.55 -> 0.55-0.58 / 0.39-0.42 -> 0.43, D = 128 0.53-0.66 ->
+//   0.63-0.67 / 0.52-0.54 -> 0.54-0.56. Normalizing row by row there instead lost on 2
+//   threads (D = 64 0.40 -> 0.34), and with streaming stores the overlap lost too (beyond
+//   L3, D = 64 0.76-0.79 -> 0.72-0.73: the statistics no longer issue the next rows'
+//   prefetches), so those keep the two phases.
 //   The statistics of a row go through the same operations whether its row set is
 //   interleaved or not, and the short-row path depends only on the row length, so the bits of
 //   a row do not depend on its position, threads or partitions.
@@ -64,7 +76,7 @@ inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::si
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
 /// goes through the same operations whatever R is: grouping never changes a bit.
 template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
-inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, float* const* ys,
+SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, const float* const* xs, float* const* ys,
                            const row_consts& k, std::size_t first, row_prefetcher& pf_io) {
   constexpr std::size_t W = V::size;
   row_prefetcher pf = pf_io;  // a local copy stays in registers across the stores
@@ -122,6 +134,13 @@ inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, f
   pf_io = pf;
 }
 
+/// normalize_rows_inlined, left to the compiler to inline or call.
+template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
+inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, float* const* ys,
+                           const row_consts& k, std::size_t first, row_prefetcher& pf) {
+  normalize_rows_inlined<V, Centered, Gamma, Beta, Stream, R>(cfg, xs, ys, k, first, pf);
+}
+
 template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
 inline void normalize_group(const row_norm_config& cfg, const float* const* xs, float* const* ys,
                             const row_consts& k, std::size_t count, bool group,
@@ -132,6 +151,64 @@ inline void normalize_group(const row_norm_config& cfg, const float* const* xs, 
       normalize_rows<V, Stats::centered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k, r, pf);
   for (; r < count; ++r)
     normalize_rows<V, Stats::centered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k, r, pf);
+}
+
+/// Points xs / ys at the `count` rows that start at row r0, then pads them to `padded`
+/// entries by repeating the last row.
+inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count,
+                       std::size_t padded, const float** xs, float** ys) {
+  const float* xr = blk.x + std::ptrdiff_t(r0) * blk.x_stride;
+  float* yr = blk.y + std::ptrdiff_t(r0) * blk.y_stride;
+  for (std::size_t r = 0; r < padded; ++r) {
+    xs[r] = xr;
+    ys[r] = yr;
+    if (r + 1 < count) {
+      xr += blk.x_stride;
+      yr += blk.y_stride;
+    }
+  }
+}
+
+/// Short rows of whole vectors, regular stores, AVX-512 (V::size == 16): group g's normalize
+/// runs between the rows of group g + 1's statistics (banner, Grouping). Two sets of row
+/// pointers and row constants alternate. The same operations as the phased path, so the same
+/// bits; y == x is fine, as a group's stores touch only its own rows.
+template <class V, class Stats, bool Gamma, bool Beta>
+void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
+  constexpr std::size_t W = V::size;
+  const float* xs[2][W];
+  float* ys[2][W];
+  row_consts k[2];
+  row_prefetcher none;
+  const auto group_at = [&](std::size_t r0, std::size_t g) {
+    const std::size_t count = blk.rows - r0 < W ? blk.rows - r0 : W;
+    point_rows(blk, r0, count, W, xs[g], ys[g]);
+    return count;
+  };
+  std::size_t count = group_at(0, 0);
+  Stats::template short_rows<V>(cfg, xs[0], k[0], none);
+  for (std::size_t r0 = 0, g = 0; r0 < blk.rows; r0 += W, g ^= 1) {
+    for (std::size_t r = 0; r < count; ++r) {
+      if (blk.mean) blk.mean[r0 + r] = k[g].hi[r];
+      if (blk.rstd) blk.rstd[r0 + r] = k[g].rs[r];
+    }
+    if (r0 + W < blk.rows) {
+      const std::size_t next = group_at(r0 + W, g ^ 1);
+      const float* const* xg = xs[g];
+      float* const* yg = ys[g];
+      const row_consts& kg = k[g];
+      std::size_t calls = 0;
+      Stats::template short_rows<V>(cfg, xs[g ^ 1], k[g ^ 1], none, [&]() SIMDNORM_LAMBDA_INLINE {
+        if (++calls % kRowGroup == 0) {  // group g is full: only the last group can be partial
+          const std::size_t b = calls - kRowGroup;
+          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, false, kRowGroup>(cfg, xg + b, yg + b, kg, b, none);
+        }
+      });
+      count = next;
+    } else {
+      normalize_group<V, Stats, Gamma, Beta, false>(cfg, xs[g], ys[g], k[g], count, true, none);
+    }
+  }
 }
 
 template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
@@ -147,17 +224,19 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
   const bool rows_together =
       group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
+#if defined(__AVX512F__)
+  if constexpr (W == 16 && Stats::centered && !Stream)
+    if (short_rows && n % W == 0) {
+      short_rows_overlapped<V, Stats, Gamma, Beta>(cfg, blk);
+      return;
+    }
+#endif
   for (std::size_t r0 = 0; r0 < blk.rows; r0 += step) {
     const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
     const float* xs[W > kRowGroup ? W : kRowGroup];
     float* ys[W > kRowGroup ? W : kRowGroup];
     row_consts k;
-    const std::size_t padded = short_rows ? W : count;
-    for (std::size_t r = 0; r < padded; ++r) {
-      const std::size_t rr = r0 + (r < count ? r : count - 1);  // pad with the last row
-      xs[r] = blk.x + std::ptrdiff_t(rr) * blk.x_stride;
-      ys[r] = blk.y + std::ptrdiff_t(rr) * blk.y_stride;
-    }
+    point_rows(blk, r0, count, short_rows ? W : count, xs, ys);
     // Prefetch two short-row groups ahead (they are small), one long-row group ahead.
     row_prefetcher pf = Stream ? next_rows(blk, r0 + (short_rows ? 2 : 1) * step, step, n)
                                : row_prefetcher{};

@@ -19,6 +19,16 @@
 #endif
 #endif
 
+// Helpers called inside loops that keep many accumulators in registers: a call that is not
+// inlined would spill them all (every vector register is caller-saved).
+#if defined(__GNUC__)
+#define SIMDNORM_ALWAYS_INLINE inline __attribute__((always_inline))
+#define SIMDNORM_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define SIMDNORM_ALWAYS_INLINE inline
+#define SIMDNORM_LAMBDA_INLINE
+#endif
+
 /// One-lane stand-in for xsimd::batch, so the scalar ISA runs the same kernel source.
 struct scalar_vector {
   static constexpr std::size_t size = 1;
@@ -95,30 +105,40 @@ inline float fms1(float a, float b, float c) {
   return t[0];
 }
 
+#if defined(__AVX512F__)
+/// The four halving steps of the 16-lane lane_sums, each one pair of shuffles and one add
+/// (exposed so that shifted_sums_half_paired builds the same tree as its rows arrive).
+inline __m512 halve_blocks_256(__m512 a, __m512 b) {  // [a rows | b rows] as 8-lane halves
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+inline __m512 halve_blocks_128(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+inline __m512 halve_pairs(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+}
+inline __m512 halve_lanes(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+#endif
+
 /// Lane r of the result is the horizontal sum of rows[r], for r < V::size: one
 /// transpose-and-add for all rows. xsimd 8.1's AVX-512 haddp returns the sums in a permuted
 /// lane order (rows 2-5 and 10-13 swapped in pairs) and is slow, so the 16-lane case has its
-/// own: four halving steps (128-bit blocks, then 64-bit pairs, then lanes), each one pair of
-/// shuffles and one add per output vector, 15 such steps in all. The steps leave row q's sum
-/// in lane kOrder[q]; kOrder is its own inverse, so feeding the rows in kOrder order puts
-/// row r's sum in lane r with no final permute.
+/// own: four halving steps (256-bit halves, 128-bit blocks, 64-bit pairs, then lanes), each
+/// one pair of shuffles and one add per output vector, 15 such steps in all. The steps leave
+/// row q's sum in lane kOrder[q]; kOrder is its own inverse, so feeding the rows in kOrder
+/// order puts row r's sum in lane r with no final permute.
 template <class V>
 inline V lane_sums(const V* rows) {
 #if defined(__AVX512F__)
   if constexpr (V::size == 16) {
     constexpr int kOrder[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
     __m512 t[8], u[4], v[2];
-    SIMDNORM_UNROLL for (int j = 0; j < 8; ++j) {  // [rows j | rows j+8] as two 8-lane halves
-      const __m512 a = rows[kOrder[j]], b = rows[kOrder[j + 8]];
-      t[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-    }
-    SIMDNORM_UNROLL for (int j = 0; j < 4; ++j)  // 128-bit blocks: j, j+8, j+4, j+12
-      u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(t[j], t[j + 4], 0x88),
-                           _mm512_shuffle_f32x4(t[j], t[j + 4], 0xDD));
-    SIMDNORM_UNROLL for (int j = 0; j < 2; ++j)  // each block: two lanes of u[j], two of u[j+2]
-      v[j] = _mm512_add_ps(_mm512_shuffle_ps(u[j], u[j + 2], 0x44),
-                           _mm512_shuffle_ps(u[j], u[j + 2], 0xEE));
-    return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+    SIMDNORM_UNROLL for (int j = 0; j < 8; ++j) t[j] = halve_blocks_256(rows[kOrder[j]], rows[kOrder[j + 8]]);
+    SIMDNORM_UNROLL for (int j = 0; j < 4; ++j) u[j] = halve_blocks_128(t[j], t[j + 4]);
+    SIMDNORM_UNROLL for (int j = 0; j < 2; ++j) v[j] = halve_pairs(u[j], u[j + 2]);
+    return halve_lanes(v[0], v[1]);
   }
 #endif
   return haddp(rows);
