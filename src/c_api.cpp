@@ -16,9 +16,9 @@ namespace {
 using simdnorm::status;
 using simdnorm::status_code;
 
-// The C enums mirror the C++ ones value for value, so conversions are casts.
+// The C enums mirror the C++ ones value for value, so conversions are casts (the ISA enums are
+// both generated from simdnorm/isa_list.h).
 static_assert(int(SIMDNORM_INTERNAL_ERROR) == int(status_code::internal_error), "status codes");
-static_assert(int(SIMDNORM_ISA_NEON64) == int(simdnorm::isa::neon64), "isa values");
 static_assert(SIMDNORM_MAX_DIMS == simdnorm::max_dims, "max dims");
 static_assert(int(SIMDNORM_STORES_STREAMING) == int(simdnorm::store_policy::streaming), "stores");
 static_assert(int(SIMDNORM_NHWC) == int(simdnorm::channel_layout::nhwc), "layouts");
@@ -52,9 +52,7 @@ simdnorm_status guarded(const char* fn, F&& body) noexcept {
   }
 }
 
-bool valid_isa(simdnorm_isa i) noexcept {
-  return int(i) >= int(SIMDNORM_ISA_SCALAR) && int(i) <= int(SIMDNORM_ISA_NEON64);
-}
+bool valid_isa(simdnorm_isa i) noexcept { return simdnorm::isa_lanes(simdnorm::isa(i)) != 0; }
 
 status to_desc(const simdnorm_tensor_desc* in, const char* name, simdnorm::tensor_desc* out) noexcept {
   if (in == nullptr) return status::error(status_code::invalid_argument, "%s is null", name);
@@ -253,6 +251,10 @@ simdnorm_status simdnorm_isa_from_name(const char* name, simdnorm_isa* out) {
   *out = simdnorm_isa(i);
   return SIMDNORM_OK;
 }
+
+int simdnorm_isa_lanes(simdnorm_isa isa) { return simdnorm::isa_lanes(simdnorm::isa(isa)); }
+
+int simdnorm_isa_has_fma(simdnorm_isa isa) { return simdnorm::isa_has_fma(simdnorm::isa(isa)); }
 
 size_t simdnorm_compiled_isas(simdnorm_isa* out, size_t capacity) {
   std::size_t n = 0;

@@ -1,8 +1,12 @@
 // Run-time ISA selection. Compiled with baseline flags: it only reads tables and CPUID.
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <string_view>
 
 #include "isa_table.hpp"
 
@@ -14,45 +18,37 @@ struct compiled_entry {
   const detail::kernel_table* table;
 };
 
-// Best first. An entry exists iff CMake compiled that ISA's object.
-constexpr compiled_entry kCompiled[] = {
-#if SIMDNORM_HAVE_AVX512BW
-    {isa::avx512bw, &detail::avx512bw::table},
-#endif
-#if SIMDNORM_HAVE_AVX2_FMA
-    {isa::avx2_fma, &detail::avx2_fma::table},
-#endif
-#if SIMDNORM_HAVE_SSE4_2
-    {isa::sse4_2, &detail::sse4_2::table},
-#endif
-#if SIMDNORM_HAVE_SSE2
-    {isa::sse2, &detail::sse2::table},
-#endif
-#if SIMDNORM_HAVE_NEON64
-    {isa::neon64, &detail::neon64::table},
-#endif
-    {isa::scalar, &detail::scalar::table},
+// The ISAs CMake compiled, in the order of its simdnorm_add_isa calls (compiled_isas.inc is
+// generated from them).
+constexpr compiled_entry kCompiledAnyOrder[] = {
+#define SIMDNORM_COMPILED_ISA(name) {isa::name, &detail::name::table},
+#include "compiled_isas.inc"
+#undef SIMDNORM_COMPILED_ISA
 };
-constexpr std::size_t kNumCompiled = sizeof kCompiled / sizeof kCompiled[0];
+constexpr std::size_t kNumCompiled = std::size(kCompiledAnyOrder);
 
-constexpr isa kCompiledIds[] = {
-#if SIMDNORM_HAVE_AVX512BW
-    isa::avx512bw,
-#endif
-#if SIMDNORM_HAVE_AVX2_FMA
-    isa::avx2_fma,
-#endif
-#if SIMDNORM_HAVE_SSE4_2
-    isa::sse4_2,
-#endif
-#if SIMDNORM_HAVE_SSE2
-    isa::sse2,
-#endif
-#if SIMDNORM_HAVE_NEON64
-    isa::neon64,
-#endif
-    isa::scalar,
+// Every ISA, best first (the order of simdnorm/isa_list.h).
+constexpr isa kBestFirst[] = {
+#define SIMDNORM_ISA_ID(name, NAME, id, lanes, fma, arch, features) isa::name,
+    SIMDNORM_ISA_LIST(SIMDNORM_ISA_ID)
+#undef SIMDNORM_ISA_ID
 };
+
+// The compiled ISAs, best first: the order in which dispatch tries them.
+constexpr std::array<compiled_entry, kNumCompiled> kCompiled = [] {
+  std::array<compiled_entry, kNumCompiled> out{};
+  std::size_t n = 0;
+  for (isa i : kBestFirst)
+    for (const compiled_entry& e : kCompiledAnyOrder)
+      if (e.id == i) out[n++] = e;
+  return out;
+}();
+
+constexpr std::array<isa, kNumCompiled> kCompiledIds = [] {
+  std::array<isa, kNumCompiled> out{};
+  for (std::size_t k = 0; k < kNumCompiled; ++k) out[k] = kCompiled[k].id;
+  return out;
+}();
 
 const detail::kernel_table* compiled_table(isa i) noexcept {
   for (const compiled_entry& e : kCompiled)
@@ -60,26 +56,67 @@ const detail::kernel_table* compiled_table(isa i) noexcept {
   return nullptr;
 }
 
-// CPU and OS support. libgcc's __builtin_cpu_supports checks XCR0 (the OS saves the AVX and
-// AVX-512 register state) before it reports AVX2 or AVX-512; xsimd 8.1's own check does not.
-bool hardware_supports(isa i) noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  switch (i) {
-    case isa::scalar: return true;
-    case isa::sse2: return __builtin_cpu_supports("sse2");
-    case isa::sse4_2: return __builtin_cpu_supports("sse4.2");
-    case isa::avx2_fma: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case isa::avx512bw:
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-    default: return false;
-  }
+#if defined(__x86_64__)
+constexpr std::string_view kArch = "x86_64";
 #elif defined(__aarch64__)
-  return i == isa::scalar || i == isa::neon64;  // Advanced SIMD is mandatory on AArch64
+constexpr std::string_view kArch = "aarch64";
 #else
-  return i == isa::scalar;
+constexpr std::string_view kArch = "";
 #endif
+
+// The x86 CPU features simdnorm/isa_list.h may name. GCC's __builtin_cpu_supports takes only
+// string literals, hence a list; libgcc checks XCR0 (the OS saves the AVX and AVX-512 register
+// state) before it reports AVX2 or AVX-512, which xsimd 8.1's own check does not.
+#define SIMDNORM_X86_FEATURES(F) \
+  F("sse2") F("sse4.2") F("avx2") F("fma") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw")
+
+// Calls each(feature) for every space-separated word of `features`; false when one returns false.
+template <class F>
+constexpr bool all_features(std::string_view features, F each) {
+  while (!features.empty()) {
+    const std::size_t end = std::min(features.find(' '), features.size());
+    if (end > 0 && !each(features.substr(0, end))) return false;
+    features.remove_prefix(std::min(end + 1, features.size()));
+  }
+  return true;
+}
+
+constexpr bool known_feature(std::string_view f) {
+#define SIMDNORM_KNOWN(literal) \
+  if (f == literal) return true;
+  SIMDNORM_X86_FEATURES(SIMDNORM_KNOWN)
+#undef SIMDNORM_KNOWN
+  return false;
+}
+
+#define SIMDNORM_CHECK_FEATURES(name, NAME, id, lanes, fma, arch, features)  \
+  static_assert(all_features(features, known_feature),                      \
+                "simdnorm/isa_list.h: " #name " names a CPU feature missing from " \
+                "SIMDNORM_X86_FEATURES");
+SIMDNORM_ISA_LIST(SIMDNORM_CHECK_FEATURES)
+#undef SIMDNORM_CHECK_FEATURES
+
+bool cpu_has_feature(std::string_view f) noexcept {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+#define SIMDNORM_TEST_FEATURE(literal) \
+  if (f == literal) return __builtin_cpu_supports(literal);
+  SIMDNORM_X86_FEATURES(SIMDNORM_TEST_FEATURE)
+#undef SIMDNORM_TEST_FEATURE
+#endif
+  (void)f;
+  return false;
+}
+
+// CPU and OS support, from the ISA's row of simdnorm/isa_list.h.
+bool hardware_supports(isa i) noexcept {
+#define SIMDNORM_ISA_RUNS_HERE(name, NAME, id, lanes, fma, arch, features)              \
+  if (i == isa::name)                                                                    \
+    return (std::string_view(arch) == "any" || std::string_view(arch) == kArch) &&       \
+           all_features(features, cpu_has_feature);
+  SIMDNORM_ISA_LIST(SIMDNORM_ISA_RUNS_HERE)
+#undef SIMDNORM_ISA_RUNS_HERE
+  return false;
 }
 
 const detail::kernel_table* best_table() noexcept {
@@ -122,22 +159,18 @@ std::atomic<const detail::kernel_table*> g_forced{nullptr};
 }  // namespace
 
 const char* isa_name(isa i) noexcept {
-  switch (i) {
-    case isa::scalar: return "scalar";
-    case isa::sse2: return "sse2";
-    case isa::sse4_2: return "sse4_2";
-    case isa::avx2_fma: return "avx2_fma";
-    case isa::avx512bw: return "avx512bw";
-    case isa::neon64: return "neon64";
-  }
+#define SIMDNORM_ISA_NAME_OF(name, NAME, id, lanes, fma, arch, features) \
+  if (i == isa::name) return #name;
+  SIMDNORM_ISA_LIST(SIMDNORM_ISA_NAME_OF)
+#undef SIMDNORM_ISA_NAME_OF
   return "unknown";
 }
 
 bool isa_from_name(const char* name, isa* out) noexcept {
   if (name == nullptr || out == nullptr) return false;
-  for (int k = 0; k <= int(isa::neon64); ++k) {
-    if (std::strcmp(name, isa_name(isa(k))) == 0) {
-      *out = isa(k);
+  for (isa i : kBestFirst) {
+    if (std::strcmp(name, isa_name(i)) == 0) {
+      *out = i;
       return true;
     }
   }
@@ -146,7 +179,7 @@ bool isa_from_name(const char* name, isa* out) noexcept {
 
 const isa* compiled_isas(std::size_t* count) noexcept {
   if (count) *count = kNumCompiled;
-  return kCompiledIds;
+  return kCompiledIds.data();
 }
 
 bool cpu_supports(isa i) noexcept { return compiled_table(i) != nullptr && hardware_supports(i); }

@@ -91,16 +91,12 @@ struct kernel_table {
   row_affine_fn row_affine;
 };
 
-#define SIMDNORM_DECLARE_TABLE(name) \
-  namespace name {                   \
-  extern const kernel_table table;   \
+// Each ISA's table, defined by src/isa/<name>.cpp when CMake compiles that ISA.
+#define SIMDNORM_DECLARE_TABLE(name, NAME, id, lanes, fma, arch, features) \
+  namespace name {                                                       \
+  extern const kernel_table table;                                       \
   }
-SIMDNORM_DECLARE_TABLE(scalar)
-SIMDNORM_DECLARE_TABLE(sse2)
-SIMDNORM_DECLARE_TABLE(sse4_2)
-SIMDNORM_DECLARE_TABLE(avx2_fma)
-SIMDNORM_DECLARE_TABLE(avx512bw)
-SIMDNORM_DECLARE_TABLE(neon64)
+SIMDNORM_ISA_LIST(SIMDNORM_DECLARE_TABLE)
 #undef SIMDNORM_DECLARE_TABLE
 
 /// The table plans made now should use, or null with `*err` set when the selection

@@ -8,19 +8,37 @@
 #include <cstddef>
 
 #include "simdnorm/export.h"
+#include "simdnorm/isa_list.h"
 #include "simdnorm/status.hpp"
 
 namespace simdnorm {
 
-/// Instruction sets, named as in `SIMDNORM_ISA` and in benchmark and test names.
+/// Instruction sets, named as in `SIMDNORM_ISA` and in benchmark and test names; the values
+/// and facts of each are in simdnorm/isa_list.h.
 enum class isa : int {
-  scalar = 0,    ///< portable C++, no SIMD; always compiled
-  sse2 = 1,      ///< x86-64 baseline, 4 lanes
-  sse4_2 = 2,    ///< SSE4.2, 4 lanes
-  avx2_fma = 3,  ///< AVX2 + FMA3, 8 lanes
-  avx512bw = 4,  ///< AVX-512 F+CD+DQ+BW, 16 lanes
-  neon64 = 5,    ///< AArch64 Advanced SIMD, 4 lanes
+#define SIMDNORM_ISA_ENUMERATOR(name, NAME, id, lanes, fma, arch, features) name = id,
+  SIMDNORM_ISA_LIST(SIMDNORM_ISA_ENUMERATOR)
+#undef SIMDNORM_ISA_ENUMERATOR
 };
+
+/// f32 lanes of the ISA's vectors (1 for scalar, 0 for a value that is not an ISA).
+constexpr int isa_lanes(isa i) noexcept {
+#define SIMDNORM_ISA_LANES(name, NAME, id, lanes, fma, arch, features) \
+  if (i == isa::name) return lanes;
+  SIMDNORM_ISA_LIST(SIMDNORM_ISA_LANES)
+#undef SIMDNORM_ISA_LANES
+  return 0;
+}
+
+/// True when the ISA's kernels fuse multiply-adds (one rounding): their results may differ in
+/// the last bits from those of the ISAs without, never among themselves for the same lanes.
+constexpr bool isa_has_fma(isa i) noexcept {
+#define SIMDNORM_ISA_FMA(name, NAME, id, lanes, fma, arch, features) \
+  if (i == isa::name) return fma;
+  SIMDNORM_ISA_LIST(SIMDNORM_ISA_FMA)
+#undef SIMDNORM_ISA_FMA
+  return false;
+}
 
 /// The ISA's name ("avx2_fma"), or "unknown".
 SIMDNORM_EXPORT const char* isa_name(isa i) noexcept;

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "simdnorm/export.h"
+#include "simdnorm/isa_list.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,16 +54,21 @@ SIMDNORM_EXPORT const char* simdnorm_last_error_message(void);
 
 /* ---- ISA selection ------------------------------------------------------------------------ */
 
-/** Instruction sets; the values equal those of simdnorm::isa. */
+/** Instruction sets (SIMDNORM_ISA_SCALAR, _SSE2, _SSE4_2, _AVX2_FMA, _AVX512BW, _NEON64); the
+ * values equal those of simdnorm::isa; simdnorm/isa_list.h has each one's facts. */
 typedef enum simdnorm_isa {
-  SIMDNORM_ISA_SCALAR = 0,   /**< portable C++, no SIMD; always compiled */
-  SIMDNORM_ISA_SSE2 = 1,     /**< x86-64 baseline, 4 lanes */
-  SIMDNORM_ISA_SSE4_2 = 2,   /**< SSE4.2, 4 lanes */
-  SIMDNORM_ISA_AVX2_FMA = 3, /**< AVX2 + FMA3, 8 lanes */
-  SIMDNORM_ISA_AVX512BW = 4, /**< AVX-512 F+CD+DQ+BW, 16 lanes */
-  SIMDNORM_ISA_NEON64 = 5,   /**< AArch64 Advanced SIMD, 4 lanes */
+#define SIMDNORM_ISA_C_ENUMERATOR(name, NAME, id, lanes, fma, arch, features) \
+  SIMDNORM_ISA_##NAME = id,
+  SIMDNORM_ISA_LIST(SIMDNORM_ISA_C_ENUMERATOR)
+#undef SIMDNORM_ISA_C_ENUMERATOR
   SIMDNORM_ISA_MAX_ENUM = 0x7FFFFFFF /**< not an ISA (see SIMDNORM_STATUS_MAX_ENUM) */
 } simdnorm_isa;
+
+/** f32 lanes of the ISA's vectors (1 for scalar); 0 when the value is not an ISA. */
+SIMDNORM_EXPORT int simdnorm_isa_lanes(simdnorm_isa isa);
+
+/** 1 when the ISA's kernels fuse multiply-adds (see simdnorm::isa_has_fma), else 0. */
+SIMDNORM_EXPORT int simdnorm_isa_has_fma(simdnorm_isa isa);
 
 /** The ISA's name as used by SIMDNORM_ISA ("avx2_fma"), or "unknown". */
 SIMDNORM_EXPORT const char* simdnorm_isa_name(simdnorm_isa isa);
