@@ -107,6 +107,15 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
 }
 
+status convert(const simdnorm_lp_norm_params* p, simdnorm::lp_norm_params* q) noexcept {
+  if (p == nullptr) return {};
+  q->axis = p->axis;
+  q->p = p->p;
+  q->eps = p->eps;
+  q->stores = simdnorm::store_policy(p->stores);
+  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+}
+
 status convert(const simdnorm_batch_norm_params* p, simdnorm::batch_norm_params* q) noexcept {
   if (p == nullptr) return {};
   q->layout = simdnorm::channel_layout(p->layout);
@@ -307,6 +316,11 @@ simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
   return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores)};
 }
 
+simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {
+  const simdnorm::lp_norm_params d;
+  return {d.axis, d.p, d.eps, simdnorm_store_policy(d.stores)};
+}
+
 simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void) {
   const simdnorm::batch_norm_params d;
   simdnorm_batch_norm_params c;
@@ -343,35 +357,22 @@ simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(vo
   return c;
 }
 
-simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                         const simdnorm_layer_norm_params* params, simdnorm_plan_t* out) {
-  return new_plan("simdnorm_plan_layer_norm", x, y, params, out, &simdnorm::plan::layer_norm);
-}
-
-simdnorm_status simdnorm_plan_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                       const simdnorm_rms_norm_params* params, simdnorm_plan_t* out) {
-  return new_plan("simdnorm_plan_rms_norm", x, y, params, out, &simdnorm::plan::rms_norm);
-}
-
-simdnorm_status simdnorm_plan_batch_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_batch_norm_params* params, simdnorm_plan_t* out) {
-  return new_plan("simdnorm_plan_batch_norm", x, y, params, out, &simdnorm::plan::batch_norm);
-}
-
-simdnorm_status simdnorm_plan_group_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_group_norm_params* params, simdnorm_plan_t* out) {
-  return new_plan("simdnorm_plan_group_norm", x, y, params, out, &simdnorm::plan::group_norm);
-}
-
-simdnorm_status simdnorm_plan_instance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_instance_norm_params* params, simdnorm_plan_t* out) {
-  return new_plan("simdnorm_plan_instance_norm", x, y, params, out, &simdnorm::plan::instance_norm);
-}
-
-simdnorm_status simdnorm_plan_mean_variance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_mean_variance_norm_params* params, simdnorm_plan_t* out) {
-  return new_plan("simdnorm_plan_mean_variance_norm", x, y, params, out, &simdnorm::plan::mean_variance_norm);
-}
+// simdnorm_plan_<op> and simdnorm_<op> for every op of simdnorm/op_list.h.
+#define SIMDNORM_DEFINE_C_OP(op)                                                           \
+  simdnorm_status simdnorm_plan_##op(const simdnorm_tensor_desc* x,                        \
+                                     const simdnorm_tensor_desc* y,                        \
+                                     const simdnorm_##op##_params* params,                 \
+                                     simdnorm_plan_t* out) {                               \
+    return new_plan("simdnorm_plan_" #op, x, y, params, out, &simdnorm::plan::op);         \
+  }                                                                                        \
+  simdnorm_status simdnorm_##op(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, \
+                                const simdnorm_##op##_params* params,                      \
+                                const simdnorm_norm_args* args,                            \
+                                const simdnorm_executor* exec) {                           \
+    return one_shot("simdnorm_" #op, x, y, params, args, exec, &simdnorm::plan::op);       \
+  }
+SIMDNORM_OP_LIST(SIMDNORM_DEFINE_C_OP)
+#undef SIMDNORM_DEFINE_C_OP
 
 void simdnorm_plan_destroy(simdnorm_plan_t plan) { delete plan; }
 
@@ -397,42 +398,6 @@ simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_
                                       const simdnorm_executor* exec) {
   if (plan == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_execute: plan is null");
   return guarded("simdnorm_plan_execute", [&] { return execute(plan->p, args, exec); });
-}
-
-simdnorm_status simdnorm_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                    const simdnorm_layer_norm_params* params,
-                                    const simdnorm_norm_args* args, const simdnorm_executor* exec) {
-  return one_shot("simdnorm_layer_norm", x, y, params, args, exec, &simdnorm::plan::layer_norm);
-}
-
-simdnorm_status simdnorm_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                  const simdnorm_rms_norm_params* params, const simdnorm_norm_args* args,
-                                  const simdnorm_executor* exec) {
-  return one_shot("simdnorm_rms_norm", x, y, params, args, exec, &simdnorm::plan::rms_norm);
-}
-
-simdnorm_status simdnorm_batch_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_batch_norm_params* params, const simdnorm_norm_args* args,
-    const simdnorm_executor* exec) {
-  return one_shot("simdnorm_batch_norm", x, y, params, args, exec, &simdnorm::plan::batch_norm);
-}
-
-simdnorm_status simdnorm_group_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_group_norm_params* params, const simdnorm_norm_args* args,
-    const simdnorm_executor* exec) {
-  return one_shot("simdnorm_group_norm", x, y, params, args, exec, &simdnorm::plan::group_norm);
-}
-
-simdnorm_status simdnorm_instance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_instance_norm_params* params, const simdnorm_norm_args* args,
-    const simdnorm_executor* exec) {
-  return one_shot("simdnorm_instance_norm", x, y, params, args, exec, &simdnorm::plan::instance_norm);
-}
-
-simdnorm_status simdnorm_mean_variance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_mean_variance_norm_params* params, const simdnorm_norm_args* args,
-    const simdnorm_executor* exec) {
-  return one_shot("simdnorm_mean_variance_norm", x, y, params, args, exec, &simdnorm::plan::mean_variance_norm);
 }
 
 }  // extern "C"

@@ -942,37 +942,4 @@ status plan::mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
   return detail::make_mvn(x, y, params, out);
 }
 
-namespace {
-/// One-shot call: make a plan with `make`, then execute it.
-template <class Params>
-status one_shot(status (*make)(const tensor_desc&, const tensor_desc&, const Params&, plan*) noexcept,
-                const tensor_desc& x, const tensor_desc& y, const Params& params,
-                const norm_args& args, executor* exec) noexcept {
-  plan p;
-  status s = make(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
-}
-}  // namespace
-
-status batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_norm_params& params,
-                  const norm_args& args, executor* exec) noexcept {
-  return one_shot(&plan::batch_norm, x, y, params, args, exec);
-}
-
-status group_norm(const tensor_desc& x, const tensor_desc& y, const group_norm_params& params,
-                  const norm_args& args, executor* exec) noexcept {
-  return one_shot(&plan::group_norm, x, y, params, args, exec);
-}
-
-status instance_norm(const tensor_desc& x, const tensor_desc& y, const instance_norm_params& params,
-                     const norm_args& args, executor* exec) noexcept {
-  return one_shot(&plan::instance_norm, x, y, params, args, exec);
-}
-
-status mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
-                          const mean_variance_norm_params& params, const norm_args& args,
-                          executor* exec) noexcept {
-  return one_shot(&plan::mean_variance_norm, x, y, params, args, exec);
-}
-
 }  // namespace simdnorm

@@ -85,6 +85,8 @@ struct kernel_table {
   isa id;
   row_norm_fn layer_norm_rows;
   row_norm_fn rms_norm_rows;
+  row_norm_fn l1_norm_rows;  // Lp normalization, p = 1 and 2
+  row_norm_fn l2_norm_rows;
   segment_moments_fn segment_moments;  // channel ops (channel_norm_plan.cpp)
   column_moments_fn column_moments;
   plane_affine_fn plane_affine;

@@ -255,4 +255,15 @@ status plan::execute(const norm_args& args, executor* exec) const noexcept {
   return {};
 }
 
+// The one-shot calls of every op in simdnorm/op_list.h: make a plan, execute it.
+#define SIMDNORM_DEFINE_ONE_SHOT(op)                                                       \
+  status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params,         \
+            const norm_args& args, executor* exec) noexcept {                             \
+    plan p;                                                                                \
+    const status s = plan::op(x, y, params, &p);                                           \
+    return s ? p.execute(args, exec) : s;                                                  \
+  }
+SIMDNORM_OP_LIST(SIMDNORM_DEFINE_ONE_SHOT)
+#undef SIMDNORM_DEFINE_ONE_SHOT
+
 }  // namespace simdnorm

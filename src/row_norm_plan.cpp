@@ -1,5 +1,6 @@
-// Plans for the row-wise ops (LayerNorm, RMSNorm): validation, collapsing the outer dims into
-// runs of equally strided rows, and splitting rows into tasks.
+// Plans for the row-wise ops (LayerNorm, RMSNorm, Lp normalization): validation, collapsing the
+// outer dims into runs of equally strided rows, and splitting rows into tasks. The op's kernel
+// is chosen here, once, when the plan is made.
 #include <algorithm>
 
 #include "plan_impl.hpp"
@@ -12,10 +13,20 @@ namespace {
 /// enough to amortize a task switch, small enough to balance two to sixteen threads on 1 MiB.
 constexpr std::size_t kTaskElements = 16384;
 
-enum class row_op { layer_norm, rms_norm };
+/// What each row op accepts in norm_args besides x and y, and the kernel that runs it.
+struct row_op {
+  const char* name;  ///< for messages: "layer_norm"
+  bool beta, mean, gamma;
+  row_norm_fn kernel_table::*kernel;
+};
+constexpr row_op kLayerNorm{"layer_norm", true, true, true, &kernel_table::layer_norm_rows};
+constexpr row_op kRmsNorm{"rms_norm", false, false, true, &kernel_table::rms_norm_rows};
+constexpr row_op kL1Norm{"lp_norm", false, false, false, &kernel_table::l1_norm_rows};
+constexpr row_op kL2Norm{"lp_norm", false, false, false, &kernel_table::l2_norm_rows};
 
 struct row_norm_plan final : plan_impl {
-  row_op op = row_op::layer_norm;
+  const row_op* op = nullptr;
+  row_norm_fn kernel = nullptr;
   row_norm_config cfg;
   // Outer dims after dropping size-1 dims and merging contiguous ones; innermost last.
   int n_outer = 0;
@@ -31,10 +42,13 @@ struct row_norm_plan final : plan_impl {
   status check_args(const norm_args& a) const noexcept override {
     if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
     if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
-    if (op == row_op::rms_norm && a.beta != nullptr)
-      return status::error(status_code::invalid_argument, "args.beta: RMSNorm has no beta");
-    if (op == row_op::rms_norm && a.mean != nullptr)
-      return status::error(status_code::invalid_argument, "args.mean: RMSNorm has no mean output");
+    if (!op->beta && a.beta != nullptr)
+      return status::error(status_code::invalid_argument, "args.beta: %s has no beta", op->name);
+    if (!op->mean && a.mean != nullptr)
+      return status::error(status_code::invalid_argument, "args.mean: %s has no mean output",
+                           op->name);
+    if (!op->gamma && a.gamma != nullptr)
+      return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
     return check_aliasing(a.x, x_span, a.y, y_span, same_strides);
   }
 
@@ -43,7 +57,6 @@ struct row_norm_plan final : plan_impl {
     row_norm_config c = cfg;
     c.gamma = a.gamma;
     c.beta = a.beta;
-    const row_norm_fn fn = op == row_op::layer_norm ? kernels->layer_norm_rows : kernels->rms_norm_rows;
     const std::size_t r_end = std::min(rows, end * rows_per_task);
     std::size_t r = begin * rows_per_task;
     const int inner = n_outer - 1;
@@ -67,7 +80,7 @@ struct row_norm_plan final : plan_impl {
       b.rows = count;
       b.mean = a.mean ? a.mean + r : nullptr;
       b.rstd = a.rstd ? a.rstd + r : nullptr;
-      fn(c, b);
+      kernel(c, b);
       r += count;
     }
   }
@@ -92,9 +105,10 @@ bool rows_disjoint(int n, const std::int64_t* size, const std::int64_t* stride, 
   return true;
 }
 
-status make_row_norm(row_op op, const tensor_desc& x, const tensor_desc& y, int normalized_ndim,
-                     float eps, bool compensated, store_policy stores, plan* out) noexcept {
-  const char* opname = op == row_op::layer_norm ? "layer_norm" : "rms_norm";
+status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
+                     int normalized_ndim, float eps, bool compensated, store_policy stores,
+                     plan* out) noexcept {
+  const char* opname = op.name;
   if (out == nullptr) return status::error(status_code::invalid_argument, "%s: out is null", opname);
   status s = check_tensor(x, "x");
   if (!s) return s;
@@ -124,8 +138,9 @@ status make_row_norm(row_op op, const tensor_desc& x, const tensor_desc& y, int 
   } catch (...) {
     return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", opname);
   }
-  p->op = op;
+  p->op = &op;
   p->kernels = kt;
+  p->kernel = kt->*op.kernel;
   std::int64_t cols = 1;
   for (int i = first; i < x.ndim; ++i) cols *= x.shape[i];
   std::int64_t rows = 1;
@@ -176,28 +191,38 @@ status make_row_norm(row_op op, const tensor_desc& x, const tensor_desc& y, int 
 
 status plan::layer_norm(const tensor_desc& x, const tensor_desc& y,
                         const layer_norm_params& params, plan* out) noexcept {
-  return detail::make_row_norm(detail::row_op::layer_norm, x, y, params.normalized_ndim,
-                               params.eps, params.compensated_mean, params.stores, out);
+  return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
+                               params.compensated_mean, params.stores, out);
 }
 
 status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
                       plan* out) noexcept {
-  return detail::make_row_norm(detail::row_op::rms_norm, x, y, params.normalized_ndim, params.eps,
-                               false, params.stores, out);
+  return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
+                               params.stores, out);
 }
 
-status layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
-                  const norm_args& args, executor* exec) noexcept {
-  plan p;
-  status s = plan::layer_norm(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
-}
-
-status rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
-                const norm_args& args, executor* exec) noexcept {
-  plan p;
-  status s = plan::rms_norm(x, y, params, &p);
-  return s ? p.execute(args, exec) : s;
+status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,
+                     plan* out) noexcept {
+  if (params.p != 1 && params.p != 2)
+    return status::error(status_code::invalid_argument, "lp_norm: p=%d must be 1 or 2", params.p);
+  const int ndim = x.ndim;
+  if (ndim >= 1 && ndim <= max_dims && (params.axis < -ndim || params.axis >= ndim))
+    return status::error(status_code::invalid_argument, "lp_norm: axis=%d must be in [%d, %d)",
+                         params.axis, -ndim, ndim);
+  // The axis and the size-1 dims after it form the row: normalized_ndim = ndim - axis.
+  int normalized_ndim = 1;
+  if (ndim >= 1 && ndim <= max_dims) {
+    const int axis = params.axis < 0 ? params.axis + ndim : params.axis;
+    for (int d = axis + 1; d < ndim; ++d)
+      if (x.shape[d] != 1)
+        return status::error(status_code::unsupported_layout,
+                             "lp_norm: axis=%d: the dims after the normalized axis must have "
+                             "size 1 (dim %d has %lld); move the axis last",
+                             params.axis, d, static_cast<long long>(x.shape[d]));
+    normalized_ndim = ndim - axis;
+  }
+  return detail::make_row_norm(params.p == 1 ? detail::kL1Norm : detail::kL2Norm, x, y,
+                               normalized_ndim, params.eps, false, params.stores, out);
 }
 
 }  // namespace simdnorm

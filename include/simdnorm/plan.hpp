@@ -16,6 +16,7 @@
 #include "simdnorm/executor.hpp"
 #include "simdnorm/export.h"
 #include "simdnorm/isa.hpp"
+#include "simdnorm/op_list.h"
 #include "simdnorm/status.hpp"
 #include "simdnorm/tensor.hpp"
 
@@ -42,6 +43,10 @@ enum class store_policy : int {
 /// LayerNorm over the trailing `normalized_ndim` dims:
 /// y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (torch.nn.LayerNorm,
 /// ONNX LayerNormalization with axis = ndim - normalized_ndim).
+/// Layout (the row ops: LayerNorm, RMSNorm, Lp): x and y have the same shape; the normalized
+/// (trailing) dims are dense in both (stride 1 innermost, no padding inside a row); the outer
+/// dims may have any non-negative strides (padded rows, a slice of a batch) as long as y's rows
+/// do not overlap.
 struct layer_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim; for an ONNX axis a: a >= 0 ? ndim - a : -a
   float eps = 1e-5f;        ///< >= 0 and not NaN
@@ -54,9 +59,23 @@ struct layer_norm_params {
 };
 
 /// RMSNorm over the trailing `normalized_ndim` dims: y = x / sqrt(mean(x^2) + eps) * gamma.
+/// The layout rules of layer_norm_params.
 struct rms_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim
   float eps = 1e-6f;        ///< >= 0 and not NaN
+  store_policy stores = store_policy::automatic;
+};
+
+/// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,
+/// ||x||_2 = sqrt(sum x^2) (torch.nn.functional.normalize(x, p, dim, eps); ONNX
+/// LpNormalization is eps = 0, where a row of zeros gives NaN as 0 / 0). The axis must be the
+/// innermost one that is not of size 1 (rows, as for layer_norm_params; an embedding matrix
+/// [N, D] with axis -1 or 1). No gamma, beta or mean; norm_args::rstd (optional) receives
+/// 1 / max(||x||_p, eps) per row.
+struct lp_norm_params {
+  int axis = -1;      ///< in [-ndim, ndim)
+  int p = 2;          ///< 1 or 2
+  float eps = 1e-12f;  ///< >= 0 and not NaN (torch's default)
   store_policy stores = store_policy::automatic;
 };
 
@@ -76,6 +95,12 @@ enum class momentum_convention : int { pytorch = 0, onnx = 1 };
 
 /// BatchNorm over channel axis 1 (nchw) or the last axis (nhwc):
 /// y = (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c], optionally then max(y, 0).
+///
+/// Layout: x and y have the same shape, ndim >= 2, in `layout` order. Accepted strides: the dims
+/// after the channel axis dense in x and y and the dims before it mergeable into one strided
+/// dim (padded or sliced batch), or the channel axis dense (stride 1) and all other dims
+/// mergeable into one strided dim of rows (channels last). Training needs more than one value
+/// per channel.
 ///
 /// Inference (`training` false): mean and var are the running statistics, given here and read
 /// only while the plan is made: they are folded (in double) with gamma and beta into one scale
@@ -108,6 +133,8 @@ struct batch_norm_params {
 
 /// GroupNorm: statistics per (n, group) over the group's C / num_groups channels and every
 /// spatial position (biased variance); y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c].
+/// ndim >= 2 and the stride rules of batch_norm_params, where the batch dim (axis 0) may have
+/// its own stride.
 /// gamma and beta (norm_args, optional) have C entries (torch.nn.GroupNorm, ONNX
 /// GroupNormalization-21), or num_groups entries with `per_group_affine` (the deprecated ONNX
 /// GroupNormalization-18). norm_args::mean and ::rstd (optional) receive N * num_groups floats
@@ -123,7 +150,7 @@ struct group_norm_params {
 /// InstanceNorm: statistics per (n, c) over the spatial dims (biased variance);
 /// y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c], gamma and beta optional (norm_args,
 /// C entries). norm_args::mean and ::rstd (optional) receive N * C floats in (n, c) order.
-/// The tensor needs at least one spatial dim (ndim >= 3).
+/// The tensor needs at least one spatial dim (ndim >= 3); the stride rules of group_norm_params.
 struct instance_norm_params {
   channel_layout layout = channel_layout::nchw;
   float eps = 1e-5f;  ///< >= 0 and not NaN
@@ -151,7 +178,8 @@ struct norm_args {
   const float* gamma = nullptr;  ///< optional scale over the normalized block (dense)
   const float* beta = nullptr;   ///< optional shift over the normalized block (not RMSNorm)
   float* mean = nullptr;  ///< optional output, one float per row (rows in row-major order)
-  float* rstd = nullptr;  ///< optional output 1/sqrt(var + eps) (RMSNorm: 1/rms) per row
+  /// optional output per row: 1/sqrt(var + eps) (RMSNorm: 1/rms, Lp: 1/max(norm, eps))
+  float* rstd = nullptr;
   /// Scratch memory of `plan::workspace_bytes()` bytes, 64-byte aligned, for plans with more
   /// than one phase (partial statistics between phases). `run` requires it when the plan needs
   /// it; `execute` allocates it when it is null.
@@ -179,38 +207,17 @@ class SIMDNORM_EXPORT plan {
   plan(const plan&) noexcept;
   plan& operator=(const plan&) noexcept;
 
-  /// Makes a LayerNorm plan. x and y must have the same shape; the normalized (trailing) dims
-  /// must be dense in both (stride 1 innermost, no padding inside a row); the outer dims may
-  /// have any non-negative strides (padded rows, a slice of a batch) as long as y's rows do not
-  /// overlap. On error `*out` is left unchanged.
-  static status layer_norm(const tensor_desc& x, const tensor_desc& y,
-                           const layer_norm_params& params, plan* out) noexcept;
-
-  /// Makes an RMSNorm plan; the same layout rules as `layer_norm`.
-  static status rms_norm(const tensor_desc& x, const tensor_desc& y,
-                         const rms_norm_params& params, plan* out) noexcept;
-
-  /// Makes a BatchNorm plan (inference or training-mode forward, see batch_norm_params).
-  /// x and y have the same shape, ndim >= 2, in `params.layout` order. Accepted strides: the
-  /// dims after the channel axis dense in x and y and the dims before it mergeable into one
-  /// strided dim (padded or sliced batch), or the channel axis dense (stride 1) and all other
-  /// dims mergeable into one strided dim of rows (channels last). Training needs more than one
-  /// value per channel. On error `*out` is left unchanged.
-  static status batch_norm(const tensor_desc& x, const tensor_desc& y,
-                           const batch_norm_params& params, plan* out) noexcept;
-
-  /// Makes a GroupNorm plan; ndim >= 2 and the stride rules of `batch_norm`, where the batch
-  /// dim (axis 0) may have its own stride.
-  static status group_norm(const tensor_desc& x, const tensor_desc& y,
-                           const group_norm_params& params, plan* out) noexcept;
-
-  /// Makes an InstanceNorm plan; ndim >= 3 and the stride rules of `group_norm`.
-  static status instance_norm(const tensor_desc& x, const tensor_desc& y,
-                              const instance_norm_params& params, plan* out) noexcept;
-
-  /// Makes a MeanVarianceNormalization plan (see mean_variance_norm_params for the axes).
-  static status mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
-                                   const mean_variance_norm_params& params, plan* out) noexcept;
+  // The plan makers, one per op of simdnorm/op_list.h:
+  //   static status layer_norm(const tensor_desc& x, const tensor_desc& y,
+  //                            const layer_norm_params& params, plan* out) noexcept;
+  // and likewise rms_norm, lp_norm, batch_norm, group_norm, instance_norm and
+  // mean_variance_norm. Each validates shapes, strides and parameters against the rules of its
+  // params struct and, on success, stores the plan in *out; on error *out is left unchanged.
+#define SIMDNORM_DECLARE_PLAN_MAKER(op)                                            \
+  static status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
+                   plan* out) noexcept;
+  SIMDNORM_OP_LIST(SIMDNORM_DECLARE_PLAN_MAKER)
+#undef SIMDNORM_DECLARE_PLAN_MAKER
 
   /// True once made successfully.
   bool valid() const noexcept { return impl_ != nullptr; }
@@ -242,34 +249,13 @@ class SIMDNORM_EXPORT plan {
   std::shared_ptr<const detail::plan_impl> impl_;
 };
 
-/// One-shot LayerNorm: make a plan and execute it.
-SIMDNORM_EXPORT status layer_norm(const tensor_desc& x, const tensor_desc& y,
-                                  const layer_norm_params& params, const norm_args& args,
-                                  executor* exec = nullptr) noexcept;
-
-/// One-shot RMSNorm: make a plan and execute it.
-SIMDNORM_EXPORT status rms_norm(const tensor_desc& x, const tensor_desc& y,
-                                const rms_norm_params& params, const norm_args& args,
-                                executor* exec = nullptr) noexcept;
-
-/// One-shot BatchNorm: make a plan and execute it.
-SIMDNORM_EXPORT status batch_norm(const tensor_desc& x, const tensor_desc& y,
-                                  const batch_norm_params& params, const norm_args& args,
-                                  executor* exec = nullptr) noexcept;
-
-/// One-shot GroupNorm: make a plan and execute it.
-SIMDNORM_EXPORT status group_norm(const tensor_desc& x, const tensor_desc& y,
-                                  const group_norm_params& params, const norm_args& args,
-                                  executor* exec = nullptr) noexcept;
-
-/// One-shot InstanceNorm: make a plan and execute it.
-SIMDNORM_EXPORT status instance_norm(const tensor_desc& x, const tensor_desc& y,
-                                     const instance_norm_params& params, const norm_args& args,
-                                     executor* exec = nullptr) noexcept;
-
-/// One-shot MeanVarianceNormalization: make a plan and execute it.
-SIMDNORM_EXPORT status mean_variance_norm(const tensor_desc& x, const tensor_desc& y,
-                                          const mean_variance_norm_params& params,
-                                          const norm_args& args, executor* exec = nullptr) noexcept;
+// One-shot calls, one per op of simdnorm/op_list.h: make a plan and execute it on `exec`.
+//   status layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
+//                     const norm_args& args, executor* exec = nullptr) noexcept;
+#define SIMDNORM_DECLARE_ONE_SHOT(op)                                                        \
+  SIMDNORM_EXPORT status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
+                            const norm_args& args, executor* exec = nullptr) noexcept;
+SIMDNORM_OP_LIST(SIMDNORM_DECLARE_ONE_SHOT)
+#undef SIMDNORM_DECLARE_ONE_SHOT
 
 }  // namespace simdnorm

@@ -25,6 +25,7 @@
 
 #include "simdnorm/export.h"
 #include "simdnorm/isa_list.h"
+#include "simdnorm/op_list.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -134,10 +135,13 @@ typedef struct simdnorm_rms_norm_params {
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
 } simdnorm_rms_norm_params;
 
-/** The defaults of the C++ API (normalized_ndim 1, eps 1e-5, compensated mean, automatic). */
-SIMDNORM_EXPORT simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void);
-/** The defaults of the C++ API (normalized_ndim 1, eps 1e-6, automatic). */
-SIMDNORM_EXPORT simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void);
+/** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
+typedef struct simdnorm_lp_norm_params {
+  int32_t axis;                 /**< in [-ndim, ndim), the innermost dim of size > 1; default -1 */
+  int32_t p;                    /**< 1 or 2; default 2 */
+  float eps;                    /**< >= 0, not NaN; default 1e-12 (ONNX: 0) */
+  simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
+} simdnorm_lp_norm_params;
 
 /** Where the channel axis is (see simdnorm::channel_layout). */
 typedef enum simdnorm_channel_layout {
@@ -194,11 +198,6 @@ typedef struct simdnorm_mean_variance_norm_params {
   simdnorm_store_policy stores;
 } simdnorm_mean_variance_norm_params;
 
-/** The defaults of the C++ API for each op (as documented on the fields). */
-SIMDNORM_EXPORT simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void);
-SIMDNORM_EXPORT simdnorm_group_norm_params simdnorm_group_norm_params_default(void);
-SIMDNORM_EXPORT simdnorm_instance_norm_params simdnorm_instance_norm_params_default(void);
-SIMDNORM_EXPORT simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(void);
 
 /** Pointers for one run of a plan (see simdnorm::norm_args). Zero-initialize it and set what
  * you use. y may alias x exactly (in place). */
@@ -239,39 +238,35 @@ typedef struct simdnorm_executor {
 /** An opaque, immutable plan; thread-safe to run and execute concurrently. */
 typedef struct simdnorm_plan* simdnorm_plan_t;
 
-/** Makes a LayerNorm plan into *out (layout rules: simdnorm::plan::layer_norm). `params` NULL
- * means the defaults. On error *out is set to NULL. Free it with simdnorm_plan_destroy. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x,
-                                                         const simdnorm_tensor_desc* y,
-                                                         const simdnorm_layer_norm_params* params,
-                                                         simdnorm_plan_t* out);
-
-/** Makes an RMSNorm plan into *out; the same rules as simdnorm_plan_layer_norm. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_rms_norm(const simdnorm_tensor_desc* x,
-                                                       const simdnorm_tensor_desc* y,
-                                                       const simdnorm_rms_norm_params* params,
-                                                       simdnorm_plan_t* out);
-
-/** Makes a BatchNorm plan (layout rules: simdnorm::plan::batch_norm). `params` NULL means the
- * defaults: an inference plan without running statistics, which is refused. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_batch_norm(const simdnorm_tensor_desc* x,
-                                                         const simdnorm_tensor_desc* y,
-                                                         const simdnorm_batch_norm_params* params,
-                                                         simdnorm_plan_t* out);
-/** Makes a GroupNorm plan (simdnorm::plan::group_norm); `params` NULL means the defaults. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_group_norm(const simdnorm_tensor_desc* x,
-                                                         const simdnorm_tensor_desc* y,
-                                                         const simdnorm_group_norm_params* params,
-                                                         simdnorm_plan_t* out);
-/** Makes an InstanceNorm plan (simdnorm::plan::instance_norm); `params` NULL means the defaults. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_instance_norm(const simdnorm_tensor_desc* x,
-                                                            const simdnorm_tensor_desc* y,
-                                                            const simdnorm_instance_norm_params* params,
-                                                            simdnorm_plan_t* out);
-/** Makes a MeanVarianceNormalization plan; `params` NULL means the defaults. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_mean_variance_norm(
-    const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-    const simdnorm_mean_variance_norm_params* params, simdnorm_plan_t* out);
+/** Per op of simdnorm/op_list.h (layer_norm, rms_norm, lp_norm, batch_norm, group_norm,
+ * instance_norm, mean_variance_norm), for example for layer_norm:
+ *
+ *   simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void);
+ *       the defaults of the C++ API, as documented on the fields
+ *   simdnorm_status simdnorm_plan_layer_norm(const simdnorm_tensor_desc* x,
+ *                                            const simdnorm_tensor_desc* y,
+ *                                            const simdnorm_layer_norm_params* params,
+ *                                            simdnorm_plan_t* out);
+ *       makes a plan into *out (the layout rules of simdnorm::layer_norm_params); params NULL
+ *       means the defaults (for batch_norm: an inference plan without running statistics,
+ *       which is refused); on error *out is set to NULL; free it with simdnorm_plan_destroy
+ *   simdnorm_status simdnorm_layer_norm(const simdnorm_tensor_desc* x,
+ *                                       const simdnorm_tensor_desc* y,
+ *                                       const simdnorm_layer_norm_params* params,
+ *                                       const simdnorm_norm_args* args,
+ *                                       const simdnorm_executor* exec);
+ *       one-shot: makes a plan, executes it on exec (NULL: the default), frees it */
+#define SIMDNORM_DECLARE_C_OP(op)                                                          \
+  SIMDNORM_EXPORT simdnorm_##op##_params simdnorm_##op##_params_default(void);              \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_##op(                                       \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                         \
+      const simdnorm_##op##_params* params, simdnorm_plan_t* out);                          \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_##op(                                            \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                         \
+      const simdnorm_##op##_params* params, const simdnorm_norm_args* args,                 \
+      const simdnorm_executor* exec);
+SIMDNORM_OP_LIST(SIMDNORM_DECLARE_C_OP)
+#undef SIMDNORM_DECLARE_C_OP
 
 /** Frees a plan. NULL is ignored. */
 SIMDNORM_EXPORT void simdnorm_plan_destroy(simdnorm_plan_t plan);
@@ -297,33 +292,6 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const si
  * serial in a build without oneTBB). Allocates the workspace when args->workspace is NULL. */
 SIMDNORM_EXPORT simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_args* args,
                                                       const simdnorm_executor* exec);
-
-/** One-shot LayerNorm: make a plan, execute it on `exec` (NULL: default), free it. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_layer_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                                    const simdnorm_layer_norm_params* params,
-                                                    const simdnorm_norm_args* args, const simdnorm_executor* exec);
-
-/** One-shot RMSNorm: make a plan, execute it on `exec` (NULL: default), free it. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_rms_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                                  const simdnorm_rms_norm_params* params,
-                                                  const simdnorm_norm_args* args, const simdnorm_executor* exec);
-
-/** One-shot BatchNorm, GroupNorm, InstanceNorm and MeanVarianceNormalization: make a plan,
- * execute it on `exec` (NULL: default), free it. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_batch_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                                    const simdnorm_batch_norm_params* params,
-                                                    const simdnorm_norm_args* args, const simdnorm_executor* exec);
-SIMDNORM_EXPORT simdnorm_status simdnorm_group_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                                    const simdnorm_group_norm_params* params,
-                                                    const simdnorm_norm_args* args, const simdnorm_executor* exec);
-SIMDNORM_EXPORT simdnorm_status simdnorm_instance_norm(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                                                       const simdnorm_instance_norm_params* params,
-                                                       const simdnorm_norm_args* args, const simdnorm_executor* exec);
-SIMDNORM_EXPORT simdnorm_status simdnorm_mean_variance_norm(const simdnorm_tensor_desc* x,
-                                                            const simdnorm_tensor_desc* y,
-                                                            const simdnorm_mean_variance_norm_params* params,
-                                                            const simdnorm_norm_args* args,
-                                                            const simdnorm_executor* exec);
 
 #ifdef __cplusplus
 }  /* extern "C" */

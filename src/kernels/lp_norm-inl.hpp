@@ -1,0 +1,87 @@
+// l1_norm_rows, l2_norm_rows: Lp normalization over rows of a 2-D view [rows, cols] with row
+// strides (torch.nn.functional.normalize, ONNX LpNormalization).
+//
+// Formula: y = x * rs, rs = 1 / max(||x||_p, eps), ||x||_1 = sum |x|, ||x||_2 = sqrt(sum x^2).
+//   One multiply per element; no gamma or beta (the plan rejects them).
+// Layout, passes, traffic, grouping: row_norm-inl.hpp, as RMSNorm (one statistics pass, one
+//   normalize pass from cache: 8 bytes of memory traffic per element).
+// Numerics: a sum of non-negative terms has no cancellation: float accumulators per chunk of
+//   kMomentChunk elements, chunks added in double (long rows) or float lanes (short rows), a
+//   relative error about eps_f32 * depth (tests/reference.hpp); y = x * (1 / norm) rounds
+//   twice where x / norm rounds once (one more ulp). max(norm, eps) keeps a NaN norm, so a NaN
+//   in a row makes that row NaN; an Inf makes rs 0 and the row 0 except Inf * 0 = NaN, as
+//   x / Inf does in PyTorch. Other rows are untouched.
+
+/// |v| from the operations every V has (scalar_vector included); NaN and -0 pass through.
+template <class V>
+SIMDNORM_ALWAYS_INLINE V abs_value(const V& v) {
+  return select(v < V(0.f), V(0.f) - v, v);
+}
+
+/// Sum of |x| of one row: float accumulators per chunk, chunks added in double.
+template <class V>
+inline double row_sum_abs_f32(const float* x, std::size_t n, row_prefetcher& pf) {
+  constexpr std::size_t W = V::size;
+  double total = 0.0;
+  for (std::size_t start = 0; start < n; start += kMomentChunk) {
+    const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
+    const float* c = x + start;
+    V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
+    std::size_t i = 0;
+    for (; i + 4 * W <= len; i += 4 * W) {
+      a0 += abs_value(load<V>(c + i));
+      a1 += abs_value(load<V>(c + i + W));
+      a2 += abs_value(load<V>(c + i + 2 * W));
+      a3 += abs_value(load<V>(c + i + 3 * W));
+      pf.step(W);
+    }
+    for (; i + W <= len; i += W) a0 += abs_value(load<V>(c + i));
+    float a = hadd((a0 + a1) + (a2 + a3));
+    for (; i < len; ++i) a += __builtin_fabsf(c[i]);
+    total += double(a);
+  }
+  return total;
+}
+
+template <int P>
+struct lp_norm_stats {
+  static constexpr bool centered = false;
+
+  /// V::size short rows: the norms of all rows at once, rs in float lanes.
+  template <class V>
+  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+                         row_prefetcher& pf) {
+    V norm;
+    if constexpr (P == 1) {
+      norm = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return abs_value(v); },
+                              [](V s, V v) { return s + v; }, pf);
+    } else {
+      norm = sqrt(row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
+                                   [](V s, V v) { return fma(v, v, s); }, pf));
+    }
+    const V eps(cfg.eps);
+    (V(1.f) / select(norm < eps, eps, norm)).store_unaligned(k.rs);
+  }
+
+  /// R long rows: norms in double, rs rounded from double.
+  template <class V, std::size_t R>
+  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+                        std::size_t first, row_prefetcher& pf) {
+    for (std::size_t r = 0; r < R; ++r) {
+      const double norm = P == 1 ? row_sum_abs_f32<V>(xs[r], cfg.cols, pf)
+                                 : __builtin_sqrt(row_sum_squares_f32<V>(xs[r], cfg.cols, pf));
+      const double eps = double(cfg.eps);
+      k.rs[first + r] = float(1.0 / (norm < eps ? eps : norm));
+    }
+  }
+};
+
+template <class V>
+void l1_norm_rows(const row_norm_config& cfg, const row_block& blk) {
+  row_norm_rows<V, lp_norm_stats<1>>(cfg, blk);
+}
+
+template <class V>
+void l2_norm_rows(const row_norm_config& cfg, const row_block& blk) {
+  row_norm_rows<V, lp_norm_stats<2>>(cfg, blk);
+}
