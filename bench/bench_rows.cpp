@@ -1,4 +1,4 @@
-// LayerNorm and RMSNorm bandwidth: rows x D for D in {64, 128, 768, 1024, 4096, 16384}, with x
+// LayerNorm, RMSNorm and L2 normalization bandwidth: rows x D for D in {64, 128, 768, 1024, 4096, 16384}, with x
 // of 1 MiB (cache-resident) and 256 MiB (beyond the last-level cache), per ISA and thread
 // count; plus LayerNorm with a single-float mean, to price the compensated (hi + lo) mean.
 #include <string>
@@ -11,7 +11,7 @@ constexpr std::size_t kMiB = std::size_t(1) << 20;
 const std::size_t kCols[] = {64, 128, 768, 1024, 4096, 16384};
 const std::size_t kXBytes[] = {1 * kMiB, 256 * kMiB};
 
-enum class row_op { layer_norm, layer_norm_single_mean, rms_norm };
+enum class row_op { layer_norm, layer_norm_single_mean, rms_norm, l2_norm };
 
 void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::size_t cols,
                   std::size_t x_bytes, int threads) {
@@ -31,6 +31,10 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::si
     simdnorm::rms_norm_params prm;
     prm.stores = bench::stores();
     s = simdnorm::plan::rms_norm(d, d, prm, &p);
+  } else if (op == row_op::l2_norm) {
+    simdnorm::lp_norm_params prm;
+    prm.stores = bench::stores();
+    s = simdnorm::plan::lp_norm(d, d, prm, &p);
   } else {
     simdnorm::layer_norm_params prm;
     prm.stores = bench::stores();
@@ -42,8 +46,9 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::si
   simdnorm::norm_args a;
   a.x = x;
   a.y = y;
-  a.gamma = g;
-  a.beta = op == row_op::rms_norm ? nullptr : b;
+  const bool layer_norm = op == row_op::layer_norm || op == row_op::layer_norm_single_mean;
+  a.gamma = op == row_op::l2_norm ? nullptr : g;
+  a.beta = layer_norm ? b : nullptr;
   bench::measure(state, threads, 2 * rows * cols * sizeof(float), x, y, rows * cols,
                  [&] { (void)p.execute(a); });
   state.counters["rows"] = double(rows);
@@ -56,6 +61,7 @@ void register_row_benchmarks() {
       {row_op::layer_norm, "layer_norm"},
       {row_op::rms_norm, "rms_norm"},
       {row_op::layer_norm_single_mean, "layer_norm_single_mean"},
+      {row_op::l2_norm, "l2_norm"},
   };
   for (const auto& o : ops)
     for (simdnorm::isa i : bench::isas())
