@@ -154,8 +154,10 @@ bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_
 }
 
 status check_eps(float eps) noexcept {
-  if (std::isnan(eps) || eps < 0.f)
-    return status::error(status_code::invalid_argument, "eps=%g: must be >= 0 and not NaN",
+  // An infinite eps would silently turn every output into beta (rstd 0): refused as the typo
+  // it almost certainly is.
+  if (!std::isfinite(eps) || eps < 0.f)
+    return status::error(status_code::invalid_argument, "eps=%g: must be finite and >= 0",
                          double(eps));
   return {};
 }

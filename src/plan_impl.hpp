@@ -62,7 +62,7 @@ std::size_t total_cache_bytes() noexcept;
 /// i.e. when y could not be in any cache for the next op anyway (see store_policy).
 bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_bytes) noexcept;
 
-/// Checks eps: finite-or-infinite, non-negative, not NaN.
+/// Checks eps: finite and non-negative.
 status check_eps(float eps) noexcept;
 
 /// True when no two index tuples of `t` address the same element. Sufficient test: with the

@@ -177,22 +177,27 @@ TEST_CASE("lp_norm errors: bad p, axis, layout and arguments fail clearly and wr
   struct row {
     int p, axis;
     bool gamma, mean;
+    float eps;
     simdnorm::status_code code;
     const char* what;
   } rows[] = {
-      {3, -1, false, false, simdnorm::status_code::invalid_argument, "p=3"},
-      {0, -1, false, false, simdnorm::status_code::invalid_argument, "p=0"},
-      {2, 2, false, false, simdnorm::status_code::invalid_argument, "axis=2"},
-      {2, -3, false, false, simdnorm::status_code::invalid_argument, "axis=-3"},
-      {2, 0, false, false, simdnorm::status_code::unsupported_layout, "move the axis last"},
-      {2, -1, true, false, simdnorm::status_code::invalid_argument, "no gamma"},
-      {1, -1, false, true, simdnorm::status_code::invalid_argument, "no mean"},
+      {3, -1, false, false, 0.f, simdnorm::status_code::invalid_argument, "p=3"},
+      {0, -1, false, false, 0.f, simdnorm::status_code::invalid_argument, "p=0"},
+      {2, 2, false, false, 0.f, simdnorm::status_code::invalid_argument, "axis=2"},
+      {2, -3, false, false, 0.f, simdnorm::status_code::invalid_argument, "axis=-3"},
+      {2, 0, false, false, 0.f, simdnorm::status_code::unsupported_layout, "move the axis last"},
+      {2, -1, true, false, 0.f, simdnorm::status_code::invalid_argument, "no gamma"},
+      {1, -1, false, true, 0.f, simdnorm::status_code::invalid_argument, "no mean"},
+      {2, -1, false, false, INFINITY, simdnorm::status_code::invalid_argument, "eps=inf"},
+      {2, -1, false, false, -1e-6f, simdnorm::status_code::invalid_argument, "eps=-1e-06"},
+      {2, -1, false, false, NAN, simdnorm::status_code::invalid_argument, "eps=nan"},
   };
   for (const row& r : rows) {
     CAPTURE(r.what);
     simdnorm::lp_norm_params prm;
     prm.p = r.p;
     prm.axis = r.axis;
+    prm.eps = r.eps;
     simdnorm::norm_args a;
     a.x = x.data();
     a.y = y.data();

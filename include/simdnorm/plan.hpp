@@ -49,7 +49,7 @@ enum class store_policy : int {
 /// do not overlap.
 struct layer_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim; for an ONNX axis a: a >= 0 ? ndim - a : -a
-  float eps = 1e-5f;        ///< >= 0 and not NaN
+  float eps = 1e-5f;        ///< finite and >= 0
   /// Keep each row's mean as a float pair hi + lo (the row is shifted by a float near its
   /// mean, its first element or first vector, before it is summed). Costs one subtraction per element in the statistics pass and removes
   /// the rounding error of a single-float mean, which dominates for rows with a large mean
@@ -62,7 +62,7 @@ struct layer_norm_params {
 /// The layout rules of layer_norm_params.
 struct rms_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim
-  float eps = 1e-6f;        ///< >= 0 and not NaN
+  float eps = 1e-6f;        ///< finite and >= 0
   store_policy stores = store_policy::automatic;
 };
 
@@ -75,7 +75,7 @@ struct rms_norm_params {
 struct lp_norm_params {
   int axis = -1;      ///< in [-ndim, ndim)
   int p = 2;          ///< 1 or 2
-  float eps = 1e-12f;  ///< >= 0 and not NaN (torch's default)
+  float eps = 1e-12f;  ///< finite and >= 0 (torch's default)
   store_policy stores = store_policy::automatic;
 };
 
@@ -112,7 +112,7 @@ enum class momentum_convention : int { pytorch = 0, onnx = 1 };
 /// counter and the saved mean / inverse std go in norm_args per call (see norm_args).
 struct batch_norm_params {
   channel_layout layout = channel_layout::nchw;
-  float eps = 1e-5f;      ///< >= 0 and not NaN
+  float eps = 1e-5f;      ///< finite and >= 0
   bool training = false;  ///< batch statistics (training-mode forward) instead of running ones
   bool fuse_relu = false;  ///< y = max(y, 0) (NaN stays NaN)
   store_policy stores = store_policy::automatic;
@@ -142,7 +142,7 @@ struct batch_norm_params {
 struct group_norm_params {
   int num_groups = 1;  ///< >= 1 and divides C
   channel_layout layout = channel_layout::nchw;
-  float eps = 1e-5f;   ///< >= 0 and not NaN
+  float eps = 1e-5f;   ///< finite and >= 0
   bool per_group_affine = false;
   store_policy stores = store_policy::automatic;
 };
@@ -153,7 +153,7 @@ struct group_norm_params {
 /// The tensor needs at least one spatial dim (ndim >= 3); the stride rules of group_norm_params.
 struct instance_norm_params {
   channel_layout layout = channel_layout::nchw;
-  float eps = 1e-5f;  ///< >= 0 and not NaN
+  float eps = 1e-5f;  ///< finite and >= 0
   store_policy stores = store_policy::automatic;
 };
 
@@ -166,7 +166,7 @@ struct instance_norm_params {
 struct mean_variance_norm_params {
   int num_axes = 3;                    ///< 1..ndim
   int axes[max_dims] = {0, 2, 3};      ///< distinct, each in [-ndim, ndim)
-  float eps = 1e-9f;                   ///< >= 0 and not NaN; added to sqrt(var)
+  float eps = 1e-9f;                   ///< finite and >= 0; added to sqrt(var)
   store_policy stores = store_policy::automatic;
 };
 

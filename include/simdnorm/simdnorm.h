@@ -123,7 +123,7 @@ typedef enum simdnorm_store_policy {
 /** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
 typedef struct simdnorm_layer_norm_params {
   int32_t normalized_ndim;      /**< 1..ndim; default 1 */
-  float eps;                    /**< >= 0, not NaN; default 1e-5 */
+  float eps;                    /**< finite, >= 0; default 1e-5 */
   int32_t compensated_mean;     /**< nonzero: row mean kept as a float pair; default 1 */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
 } simdnorm_layer_norm_params;
@@ -131,7 +131,7 @@ typedef struct simdnorm_layer_norm_params {
 /** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
 typedef struct simdnorm_rms_norm_params {
   int32_t normalized_ndim;      /**< 1..ndim; default 1 */
-  float eps;                    /**< >= 0, not NaN; default 1e-6 */
+  float eps;                    /**< finite, >= 0; default 1e-6 */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
 } simdnorm_rms_norm_params;
 
@@ -139,7 +139,7 @@ typedef struct simdnorm_rms_norm_params {
 typedef struct simdnorm_lp_norm_params {
   int32_t axis;                 /**< in [-ndim, ndim), the innermost dim of size > 1; default -1 */
   int32_t p;                    /**< 1 or 2; default 2 */
-  float eps;                    /**< >= 0, not NaN; default 1e-12 (ONNX: 0) */
+  float eps;                    /**< finite, >= 0; default 1e-12 (ONNX: 0) */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
 } simdnorm_lp_norm_params;
 
@@ -161,7 +161,7 @@ typedef enum simdnorm_momentum_convention {
  * (batch statistics; running statistics in simdnorm_norm_args). See simdnorm::batch_norm_params. */
 typedef struct simdnorm_batch_norm_params {
   simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
-  float eps;                        /**< >= 0, not NaN; default 1e-5 */
+  float eps;                        /**< finite, >= 0; default 1e-5 */
   int32_t training;                 /**< nonzero: batch statistics; default 0 */
   int32_t fuse_relu;                /**< nonzero: y = max(y, 0); default 0 */
   simdnorm_store_policy stores;     /**< default SIMDNORM_STORES_AUTOMATIC */
