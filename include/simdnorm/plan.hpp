@@ -29,9 +29,8 @@ struct plan_access;
 
 /// Whether outputs are written with non-temporal (streaming) stores, which bypass the caches
 /// and skip the read-for-ownership of each output line. They pay off only when y could not
-/// stay in any cache: on an AMD EPYC 9004 (Zen 4) guest, BatchNorm inference on 3-6 MiB
-/// tensors that fit its L3 measured 0.97 of copy with regular stores and 0.31-0.72 streaming
-/// (README "Store policy"). Never changes a bit of y.
+/// stay in any cache; where y would fit in the L3 they send it to memory and cost up to half
+/// the bandwidth (measurements: docs/design.md, "Store policy"). Never changes a bit of y.
 enum class store_policy : int {
   /// streaming when x and y together exceed 3/4 of all the machine's caches (the L2 of every
   /// online CPU plus the L3): y could not stay in cache for the next op anyway.
