@@ -32,7 +32,7 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
 
 /// One-shot call: make a plan with `make`, then execute it.
 template <class Params>
-inline status one_shot(status (*make)(const tensor_desc&, const tensor_desc&, const Params&,
+status one_shot(status (*make)(const tensor_desc&, const tensor_desc&, const Params&,
                                plan*) noexcept,
                 const tensor_desc& x, const tensor_desc& y, const Params& params,
                 const norm_args& args, executor* exec) noexcept {
