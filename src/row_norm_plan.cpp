@@ -4,14 +4,11 @@
 #include <algorithm>
 
 #include "plan_impl.hpp"
+#include "tuning.hpp"
 
 namespace simdnorm {
 namespace detail {
 namespace {
-
-/// Rows per task are chosen so that a task covers at least this many elements (64 KiB of x):
-/// enough to amortize a task switch, small enough to balance two to sixteen threads on 1 MiB.
-constexpr std::size_t kTaskElements = 16384;
 
 /// What each row op accepts in norm_args besides x and y, and the kernel that runs it.
 struct row_op {

@@ -1,0 +1,146 @@
+// Internal: the plan of the channel ops (BatchNorm inference and training-mode forward,
+// GroupNorm, InstanceNorm, MeanVarianceNormalization), shared by the files that build it
+// (src/ops/*.cpp and make_plan.cpp: validation; schedule.cpp: phases and tasks) and run it
+// (phases_*.cpp). The geometry is in geometry.hpp, the per-unit arithmetic in unit_math.hpp,
+// the element loops in the ISA kernels of channel_moments-inl.hpp and channel_affine-inl.hpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "../plan_impl.hpp"
+#include "geometry.hpp"
+#include "unit_math.hpp"
+
+namespace simdnorm::detail::channel {
+
+enum class ch_op { bn_inference, bn_training, group_norm, mean_variance_norm };
+
+inline const char* op_name(ch_op op) {
+  switch (op) {
+    case ch_op::bn_inference:
+    case ch_op::bn_training: return "batch_norm";
+    case ch_op::group_norm: return "group_norm";
+    case ch_op::mean_variance_norm: return "mean_variance_norm";
+  }
+  return "?";
+}
+
+enum class phase_kind {
+  infer_planes,   // BatchNorm inference, planes
+  infer_rows,     // BatchNorm inference, columns
+  fused_units,    // planes: statistics + normalize per unit
+  split_partial,  // planes, split: partial moments of (unit, part) of one wave
+  split_finish,   // planes, split: merge + normalize (unit, part) of one wave
+  col_partial,    // columns: partial moments per (b, row split)
+  col_finish,     // columns: merge, fold scale/shift per (b, channel block)
+  col_normalize,  // columns: normalize per (b, row block)
+  bookkeeping,    // BatchNorm training: increment the batch counter
+};
+
+struct phase_desc {
+  phase_kind kind;
+  std::size_t tasks = 1;
+  std::size_t first_unit = 0, units = 0;  // split phases: the wave
+};
+
+/// Segments [k0, k1) x elements [s0, s1) of a unit.
+struct part_range {
+  std::int64_t k0, k1, s0, s1;
+};
+
+struct channel_norm_plan final : plan_impl {
+  ch_op op = ch_op::bn_inference;
+  channel_geometry g;
+  float eps = 0.f;
+  bool relu = false, stream = false;
+  bool per_group_affine = false;
+  std::int64_t kept_channels = 1;  ///< C of the tensor (gamma index = channel % this)
+  running_rule running;            ///< BatchNorm training
+  std::vector<float> folded;       ///< BatchNorm inference: scale[C] then shift[C]
+  // aliasing
+  std::int64_t x_span = 0, y_span = 0;
+  bool same_strides = false;
+  // schedule (schedule.cpp)
+  std::vector<phase_desc> phases;
+  std::size_t units_total = 1;  ///< B * units per b
+  std::size_t unit_elements = 1;
+  std::size_t units_per_task = 1;                             // fused
+  std::size_t parts = 1;                                      // split
+  std::size_t planes_per_task = 1, pieces = 1;                // infer_planes
+  std::size_t splits = 1, chan_block = 1, rows_per_task = 1;  // columns
+  std::vector<chan_weights> merge_weights;  ///< columns: Chan's weights, [group][splits]
+  std::size_t ws_bytes = 0;
+
+  std::size_t num_phases() const noexcept override { return phases.size(); }
+  std::size_t num_tasks(std::size_t phase) const noexcept override { return phases[phase].tasks; }
+  std::size_t workspace_bytes() const noexcept override { return ws_bytes; }
+  status check_args(const norm_args& a) const noexcept override;  // make_plan.cpp
+  void run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
+                 std::size_t end) const noexcept override;  // phases_columns.cpp
+
+  // ---- per-unit arithmetic with this plan's parameters (unit_math.hpp) ----------------------
+
+  unit_stats finish(const moments_f64& m) const {
+    return unit_stats_of(m, unit_elements, eps, op == ch_op::mean_variance_norm);
+  }
+
+  /// gamma/beta index of kept channel `ch` (the channel within the unit's batch item).
+  std::int64_t affine_index(std::int64_t ch) const {
+    ch %= kept_channels;
+    return per_group_affine ? ch / g.group : ch;
+  }
+
+  /// center, scale, shift of one plane or channel: y = (x - center) * scale + shift.
+  void fold(const unit_stats& s, std::int64_t ch, const norm_args& a, float* c, float* sc,
+            float* sh) const {
+    fold_unit(s, a.gamma, a.beta, affine_index(ch), c, sc, sh);
+  }
+
+  /// Saved outputs and, for BatchNorm training, the running statistics of unit q.
+  void unit_outputs(const norm_args& a, std::size_t q, const moments_f64& m,
+                    const unit_stats& s) const {
+    if (a.mean) a.mean[q] = float(s.mean);
+    if (a.rstd) a.rstd[q] = float(s.rstd);
+    if (op != ch_op::bn_training || a.running_mean == nullptr) return;
+    update_running(running, a.num_batches_tracked, unit_elements, m, s.mean, a.running_mean + q,
+                   a.running_var + q);
+  }
+
+  // ---- planes (phases_planes.cpp) -----------------------------------------------------------
+
+  const float* unit_x(const norm_args& a, std::size_t q) const;
+  float* unit_y(const norm_args& a, std::size_t q) const;
+  part_range part_of(std::size_t j) const { return part_of(j, parts); }
+  part_range part_of(std::size_t j, std::size_t n) const;
+  void normalize_unit(const norm_args& a, std::size_t q, const unit_stats& s,
+                      const part_range& r) const;
+  moments_f64 part_moments(const norm_args& a, std::size_t q, const part_range& r) const;
+  bool per_segment_affine(const norm_args& a) const;
+  bool uniform_block(const norm_args& a, std::size_t q, std::size_t n) const;
+  void run_fused(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_long_units(const norm_args& a, std::size_t q0, std::size_t q1) const;
+  void run_split_partial(const norm_args& a, const phase_desc& ph, std::size_t begin,
+                         std::size_t end) const;
+  void run_split_finish(const norm_args& a, const phase_desc& ph, std::size_t begin,
+                        std::size_t end) const;
+  void run_infer_planes(const norm_args& a, std::size_t begin, std::size_t end) const;
+
+  // ---- columns (phases_columns.cpp) ---------------------------------------------------------
+
+  std::size_t row_blocks() const { return (std::size_t(g.R) + rows_per_task - 1) / rows_per_task; }
+  std::size_t chan_blocks() const { return (std::size_t(g.C) + chan_block - 1) / chan_block; }
+  void run_infer_rows(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_col_partial(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_col_finish(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_col_normalize(const norm_args& a, std::size_t begin, std::size_t end) const;
+};
+
+/// Whether units of `unit_elements` values in segments of `segment_len` go through the
+/// statistics kernel kKernelInterleavedUnits at a time (schedule.cpp).
+bool interleaved_units(std::size_t unit_elements, std::int64_t segment_len);
+
+/// Chooses the phases and tasks of a plan whose geometry is made (schedule.cpp).
+void schedule(channel_norm_plan& p);
+
+}  // namespace simdnorm::detail::channel

@@ -1,0 +1,137 @@
+// Phase executors of the channel ops on the columns view (geometry.hpp): BatchNorm inference
+// over rows of dense channels, and the three phases of the columns schedule (partial column
+// moments per row split, the merge and fold per channel block, the normalize pass per row
+// block); and run_tasks, which sends each phase to its executor.
+#include <algorithm>
+
+#include "../tuning.hpp"
+#include "channel_plan.hpp"
+
+namespace simdnorm::detail::channel {
+namespace {
+
+/// Workspace: the partial moments [B][splits][C], then the parameters [B][3][C] (center,
+/// scale, shift).
+moments_f64* col_partials(const norm_args& a) { return static_cast<moments_f64*>(a.workspace); }
+
+float* col_params(const channel_norm_plan& p, const norm_args& a) {
+  const std::size_t partials = std::size_t(p.g.B) * p.splits * std::size_t(p.g.C);
+  return reinterpret_cast<float*>(col_partials(a) + partials);
+}
+
+std::int64_t split_row(const channel_norm_plan& p, std::size_t i) {
+  return p.g.R * std::int64_t(i) / std::int64_t(p.splits);
+}
+
+}  // namespace
+
+void channel_norm_plan::run_infer_rows(const norm_args& a, std::size_t begin,
+                                       std::size_t end) const {
+  row_affine_job j;
+  j.x_stride = g.xr;
+  j.y_stride = g.yr;
+  j.cols = std::size_t(g.C);
+  j.scale = folded.data();
+  j.shift = folded.data() + g.C;
+  j.relu = relu;
+  j.stream = stream;
+  const std::size_t r0 = begin * rows_per_task;
+  const std::size_t r1 = std::min<std::size_t>(g.R, end * rows_per_task);
+  if (r0 >= r1) return;
+  j.x = a.x + std::int64_t(r0) * g.xr;
+  j.y = a.y + std::int64_t(r0) * g.yr;
+  j.rows = r1 - r0;
+  kernels->row_affine(j);
+}
+
+void channel_norm_plan::run_col_partial(const norm_args& a, std::size_t begin,
+                                        std::size_t end) const {
+  for (std::size_t t = begin; t < end; ++t) {
+    const std::size_t b = t / splits, i = t % splits;
+    const std::int64_t r0 = split_row(*this, i), r1 = split_row(*this, i + 1);
+    kernels->column_moments(a.x + std::int64_t(b) * g.xb + r0 * g.xr, std::ptrdiff_t(g.xr),
+                            std::size_t(r1 - r0), std::size_t(g.C),
+                            col_partials(a) + (b * splits + i) * std::size_t(g.C));
+  }
+}
+
+void channel_norm_plan::run_col_finish(const norm_args& a, std::size_t begin,
+                                       std::size_t end) const {
+  constexpr std::size_t kSide = kMergeSideBySide;
+  const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
+  for (std::size_t t = begin; t < end; ++t) {
+    const std::size_t b = t / nb, c0 = (t % nb) * chan_block, c1 = std::min(C, c0 + chan_block);
+    const moments_f64* part = col_partials(a) + b * splits * C;
+    float* prm = col_params(*this, a) + b * 3 * C;
+    for (std::size_t u0 = c0; u0 < c1; u0 += kSide * G) {
+      const std::size_t nu = std::min(kSide, (c1 - u0) / G);
+      double mean[kSide], m2[kSide];
+      // A unit is G adjacent channels: channels in order, each channel's splits in order,
+      // with the Chan weights of each step from the schedule.
+      for (std::size_t j = 0, w = 0; j < G; ++j)
+        for (std::size_t i = 0; i < splits; ++i, ++w) {
+          const moments_f64* src = part + i * C + u0 + j;
+          const chan_weights cw = merge_weights[w];
+          for (std::size_t u = 0; u < nu; ++u) {
+            const moments_f64& p = src[u * G];
+            if (w == 0) {
+              mean[u] = p.mean, m2[u] = p.m2;
+              continue;
+            }
+            chan_merge(mean[u], m2[u], p, cw);
+          }
+        }
+      for (std::size_t u = 0; u < nu; ++u) {
+        const moments_f64 m{mean[u], m2[u]};
+        const unit_stats s = finish(m);
+        const std::size_t c = u0 + u * G;
+        unit_outputs(a, b * (C / G) + c / G, m, s);
+        for (std::size_t k = c; k < c + G; ++k)
+          fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
+      }
+    }
+  }
+}
+
+void channel_norm_plan::run_col_normalize(const norm_args& a, std::size_t begin,
+                                          std::size_t end) const {
+  const std::size_t C = std::size_t(g.C), nb = row_blocks();
+  for (std::size_t t = begin; t < end; ++t) {
+    const std::size_t b = t / nb, blk = t % nb;
+    const std::size_t r0 = blk * rows_per_task, r1 = std::min<std::size_t>(g.R, r0 + rows_per_task);
+    const float* prm = col_params(*this, a) + b * 3 * C;
+    row_affine_job j;
+    j.x = a.x + std::int64_t(b) * g.xb + std::int64_t(r0) * g.xr;
+    j.y = a.y + std::int64_t(b) * g.yb + std::int64_t(r0) * g.yr;
+    j.x_stride = g.xr;
+    j.y_stride = g.yr;
+    j.rows = r1 - r0;
+    j.cols = C;
+    j.center = prm;
+    j.scale = prm + C;
+    j.shift = prm + 2 * C;
+    j.relu = relu;
+    j.stream = stream;
+    kernels->row_affine(j);
+  }
+}
+
+void channel_norm_plan::run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
+                                  std::size_t end) const noexcept {
+  const phase_desc& ph = phases[phase];
+  switch (ph.kind) {
+    case phase_kind::infer_planes: run_infer_planes(a, begin, end); break;
+    case phase_kind::infer_rows: run_infer_rows(a, begin, end); break;
+    case phase_kind::fused_units: run_fused(a, begin, end); break;
+    case phase_kind::split_partial: run_split_partial(a, ph, begin, end); break;
+    case phase_kind::split_finish: run_split_finish(a, ph, begin, end); break;
+    case phase_kind::col_partial: run_col_partial(a, begin, end); break;
+    case phase_kind::col_finish: run_col_finish(a, begin, end); break;
+    case phase_kind::col_normalize: run_col_normalize(a, begin, end); break;
+    case phase_kind::bookkeeping:
+      if (begin < end && a.num_batches_tracked) ++*a.num_batches_tracked;
+      break;
+  }
+}
+
+}  // namespace simdnorm::detail::channel
