@@ -18,29 +18,12 @@ SIMDNORM_ALWAYS_INLINE V abs_value(const V& v) {
   return select(v < V(0.f), V(0.f) - v, v);
 }
 
-/// Sum of |x| of one row: float accumulators per chunk, chunks added in double.
+/// Sum of |x| of one row (row_chunked_sum_f32).
 template <class V>
 inline double row_sum_abs_f32(const float* x, std::size_t n, row_prefetcher& pf) {
-  constexpr std::size_t W = V::size;
-  double total = 0.0;
-  for (std::size_t start = 0; start < n; start += kMomentChunk) {
-    const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
-    const float* c = x + start;
-    V a0(0.f), a1(0.f), a2(0.f), a3(0.f);
-    std::size_t i = 0;
-    for (; i + 4 * W <= len; i += 4 * W) {
-      a0 += abs_value(load<V>(c + i));
-      a1 += abs_value(load<V>(c + i + W));
-      a2 += abs_value(load<V>(c + i + 2 * W));
-      a3 += abs_value(load<V>(c + i + 3 * W));
-      pf.step(W);
-    }
-    for (; i + W <= len; i += W) a0 += abs_value(load<V>(c + i));
-    float a = hadd((a0 + a1) + (a2 + a3));
-    for (; i < len; ++i) a += __builtin_fabsf(c[i]);
-    total += double(a);
-  }
-  return total;
+  return row_chunked_sum_f32<V>(
+      x, n, pf, [](V q, V v) SIMDNORM_LAMBDA_INLINE { return q + abs_value(v); },
+      [](float v) { return __builtin_fabsf(v); });
 }
 
 template <int P>

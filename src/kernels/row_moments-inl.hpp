@@ -353,9 +353,11 @@ SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const float* const* x, std::s
   m2 = select(m2 < V(0.f), V(0.f), m2);  // rounding below zero; NaN stays NaN
 }
 
-/// Sum of squares of one row: float accumulators per chunk, chunks added in double.
-template <class V>
-inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher& pf) {
+/// Sum of term(x) over one row: float accumulators per chunk, chunks added in double.
+/// acc(q, v) adds the terms of vector v to q; term1(x) is one scalar tail term.
+template <class V, class Acc, class Term1>
+inline double row_chunked_sum_f32(const float* x, std::size_t n, row_prefetcher& pf, Acc acc,
+                                  Term1 term1) {
   constexpr std::size_t W = V::size;
   double total = 0.0;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
@@ -364,21 +366,24 @@ inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher&
     V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
     std::size_t i = 0;
     for (; i + 4 * W <= len; i += 4 * W) {
-      const V v0 = load<V>(c + i), v1 = load<V>(c + i + W);
-      const V v2 = load<V>(c + i + 2 * W), v3 = load<V>(c + i + 3 * W);
-      q0 = fma(v0, v0, q0);
-      q1 = fma(v1, v1, q1);
-      q2 = fma(v2, v2, q2);
-      q3 = fma(v3, v3, q3);
+      q0 = acc(q0, load<V>(c + i));
+      q1 = acc(q1, load<V>(c + i + W));
+      q2 = acc(q2, load<V>(c + i + 2 * W));
+      q3 = acc(q3, load<V>(c + i + 3 * W));
       pf.step(W);
     }
-    for (; i + W <= len; i += W) {
-      const V v = load<V>(c + i);
-      q0 = fma(v, v, q0);
-    }
+    for (; i + W <= len; i += W) q0 = acc(q0, load<V>(c + i));
     float q = hadd((q0 + q1) + (q2 + q3));
-    for (; i < len; ++i) q += c[i] * c[i];
+    for (; i < len; ++i) q += term1(c[i]);
     total += double(q);
   }
   return total;
+}
+
+/// Sum of squares of one row (row_chunked_sum_f32).
+template <class V>
+inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher& pf) {
+  return row_chunked_sum_f32<V>(
+      x, n, pf, [](V q, V v) SIMDNORM_LAMBDA_INLINE { return fma(v, v, q); },
+      [](float v) { return v * v; });
 }
