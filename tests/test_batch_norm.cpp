@@ -394,7 +394,7 @@ TEST_CASE("batch_norm training: running statistics after 3 batches (pytorch, onn
                         {"onnx cumulative", simdnorm::momentum_convention::onnx, 0.9f, true}};
   test::for_each_isa([&](isa i) {
     for (const mode& md : modes) {
-      INFO(md.name);
+      INFO(std::string(md.name));
       simdnorm::batch_norm_params prm;
       prm.training = true;
       prm.momentum = md.momentum;

@@ -255,7 +255,7 @@ TEST_CASE(
     "invariance: outputs are bitwise identical for any partition, executor and thread count") {
   test::for_each_isa([](simdnorm::isa) {
     for (const op& o : kOps) {
-      INFO(o.name);
+      INFO(std::string(o.name));  // doctest 2.4.9 prints a char* as a pointer
       for (const shape3& s : thread_shapes(o)) {
         CAPTURE(s.N);
         CAPTURE(s.C);
@@ -269,7 +269,7 @@ TEST_CASE(
         all_tasks_inline(p, args_of(o, x.data(), ref));
         const std::vector<float> want = ref.all();
         for (const driver& d : kDrivers) {
-          INFO(d.name);
+          INFO(std::string(d.name));
           call c = c0;
           d.drive(p, args_of(o, x.data(), c));
           CHECK(test::bitwise_equal(c.all().data(), want.data(), want.size()));
@@ -291,7 +291,7 @@ TEST_CASE(
 TEST_CASE("invariance: streaming and regular stores give the same bits") {
   test::for_each_isa([](simdnorm::isa) {
     for (const op& o : kOps) {
-      INFO(o.name);
+      INFO(std::string(o.name));  // doctest 2.4.9 prints a char* as a pointer
       std::vector<shape3> shapes = {{37, 1, 64}, {37, 1, 100}, {37, 1, 4099}};
       if (o.channels()) shapes = {{5, 32, 3136}, {3, 17, 49}, {2, 3, 4096}};
       for (const shape3& s : shapes) {
@@ -325,7 +325,7 @@ TEST_CASE("invariance: streaming and regular stores give the same bits") {
 TEST_CASE("invariance: NaN or Inf changes nothing outside its own unit") {
   test::for_each_isa([](simdnorm::isa) {
     for (const op& o : kOps) {
-      INFO(o.name);
+      INFO(std::string(o.name));  // doctest 2.4.9 prints a char* as a pointer
       for (std::size_t S : {std::size_t(1), std::size_t(49), std::size_t(3136)}) {
         const shape3 s{5, 20, S};
         CAPTURE(S);
