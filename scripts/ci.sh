@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The project's full test command. Stages, in order (pass names to run only some):
 #   release   Release build (library, tests, examples, benchmarks), the FULL test suite natively
+#   isa-env   the release build's suite again with SIMDNORM_ISA naming a runnable ISA that is not
+#             the best (the next one down; scalar where only one runs): every test must hold
+#             under any valid SIMDNORM_ISA, including those that check the default selection
 #   qemu-x86  the same test binaries under qemu-x86_64 -cpu Haswell / Nehalem: dispatch must
 #             fall back to avx2_fma / sse4_2 there and the suite must pass on it (quick mode:
 #             the selected ISA only, largest sizes skipped; see tests/test_util.hpp)
@@ -26,10 +29,10 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-  stages=(release qemu-x86 asan arm package)
+  stages=(release isa-env qemu-x86 asan arm package)
   # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
   # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
-  [ "$(uname -m)" = x86_64 ] || stages=(release asan package)
+  [ "$(uname -m)" = x86_64 ] || stages=(release isa-env asan package)
 fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
@@ -92,6 +95,37 @@ stage_release() {
   if [ -x "$build/release/bench/simdnorm_bench" ]; then  # the benchmark binary starts
     "$build/release/bench/simdnorm_bench" --benchmark_list_tests >/dev/null
   fi
+}
+
+# ---- isa-env: the suite under SIMDNORM_ISA set to a runnable ISA below the best ------------------
+# The ISAs of this architecture, best first: each one's CPU features include the next one's.
+isas_best_first() {
+  case "$(uname -m)" in
+    x86_64) echo avx512bw avx2_fma sse4_2 sse2 scalar ;;
+    aarch64) echo neon64 scalar ;;
+    *) echo scalar ;;
+  esac
+}
+
+second_runnable_isa() {  # the ISA after the best runnable one, or scalar
+  local best isa found=0
+  best=$(expected_native_isa)
+  for isa in $(isas_best_first); do
+    [ $found -eq 1 ] && { echo "$isa"; return; }
+    [ "$isa" = "$best" ] && found=1
+  done
+  echo scalar
+}
+
+stage_isa-env() {
+  [ -d "$build/release" ] || stage_release
+  local isa
+  isa=$(second_runnable_isa)
+  echo "SIMDNORM_ISA=$isa"
+  # env_isa_* set SIMDNORM_ISA themselves (and ran in the release stage).
+  SIMDNORM_ISA=$isa SIMDNORM_EXPECT_ISA=$isa \
+    ctest --test-dir "$build/release" -LE qemu -E '^env_isa_' --output-on-failure -j"$jobs" \
+    --timeout 900
 }
 
 # ---- qemu-x86: older x86 CPU models (test binaries of the release stage) ----------------------

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.hpp"
+
 namespace conformance {
 
 struct tensor {
@@ -101,20 +103,48 @@ inline std::vector<onnx_case> load_all(const std::string& op) {
   return out;
 }
 
-/// Number of elements of `got` outside |got - ref| <= atol + rtol * |ref| (NaN must match NaN).
-inline std::size_t mismatches(const float* got, const tensor& ref) {
-  std::size_t bad = 0;
+/// The dense (row-major) descriptor of a case tensor's shape; more than max_dims dims make an
+/// invalid descriptor, as tensor_desc::contiguous does.
+inline simdnorm::tensor_desc desc_of(const std::vector<std::int64_t>& shape) {
+  simdnorm::tensor_desc d;
+  if (shape.size() > std::size_t(simdnorm::max_dims)) {
+    d.ndim = simdnorm::max_dims + 1;
+    return d;
+  }
+  d.ndim = int(shape.size());
+  std::int64_t stride = 1;
+  for (int i = d.ndim - 1; i >= 0; --i) {
+    d.shape[i] = shape[std::size_t(i)];
+    d.strides[i] = stride;
+    stride *= shape[std::size_t(i)];
+  }
+  return d;
+}
+
+/// The elements of `got` outside |got - ref| <= atol + rtol * |ref| (NaN must match NaN).
+inline test::failures mismatches(const float* got, const tensor& ref) {
+  test::failures bad;
   for (std::size_t i = 0; i < ref.data.size(); ++i) {
     const double g = got[i], r = ref.data[i];
-    if (std::isnan(r)) { bad += !std::isnan(g); continue; }
-    bad += !(std::fabs(g - r) <= ref.atol + ref.rtol * std::fabs(r));
+    const double tol = ref.atol + ref.rtol * std::fabs(r);
+    const bool ok = std::isnan(r) ? std::isnan(g) : std::fabs(g - r) <= tol;
+    bad.expect(ok, [&] {
+      return "element " + std::to_string(i) + ": got " + std::to_string(g) + " want " +
+             std::to_string(r);
+    });
   }
   return bad;
 }
 
+/// Checks `got` against the case's output `name`.
+inline void check_output(const onnx_case& c, const char* name, const float* got) {
+  const test::failures bad = mismatches(got, c.outputs.at(name));
+  CHECK_MESSAGE(bad.none(), std::string(name) << ": " << bad.report());
+}
+
 /// Checks `got` against the case's output `name` when the case has that output.
 inline void check_optional_output(const onnx_case& c, const char* name, const float* got) {
-  if (c.outputs.count(name)) CHECK_MESSAGE(mismatches(got, c.outputs.at(name)) == 0, name);
+  if (c.outputs.count(name)) check_output(c, name, got);
 }
 
 }  // namespace conformance

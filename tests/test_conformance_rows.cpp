@@ -7,14 +7,6 @@
 
 namespace {
 
-simdnorm::tensor_desc desc_of(const std::vector<std::int64_t>& shape) {
-  simdnorm::tensor_desc d;
-  d.ndim = int(shape.size());
-  std::int64_t s = 1;
-  for (int i = d.ndim - 1; i >= 0; --i) { d.shape[i] = shape[i]; d.strides[i] = s; s *= shape[i]; }
-  return d;
-}
-
 // Scale and bias may broadcast (unidirectionally) to the normalized shape; expand them.
 std::vector<float> expand_to(const conformance::tensor& t, const std::vector<std::int64_t>& norm_shape) {
   std::size_t n = 1;
@@ -73,15 +65,15 @@ TEST_CASE("conformance: ONNX LayerNormalization and RMSNormalization (38 cases)"
           simdnorm::layer_norm_params p;
           p.normalized_ndim = nn;
           p.eps = eps;
-          s = simdnorm::layer_norm(desc_of(x.shape), desc_of(x.shape), p, a);
+          s = simdnorm::layer_norm(conformance::desc_of(x.shape), conformance::desc_of(x.shape), p, a);
         } else {
           simdnorm::rms_norm_params p;
           p.normalized_ndim = nn;
           p.eps = eps;
-          s = simdnorm::rms_norm(desc_of(x.shape), desc_of(x.shape), p, a);
+          s = simdnorm::rms_norm(conformance::desc_of(x.shape), conformance::desc_of(x.shape), p, a);
         }
         REQUIRE_MESSAGE(s.ok(), s.message());
-        CHECK(conformance::mismatches(y.data(), c.outputs.at("y")) == 0);
+        conformance::check_output(c, "y", y.data());
         conformance::check_optional_output(c, "saved_mean", mean.data());
         conformance::check_optional_output(c, "saved_invstd", rstd.data());
       }

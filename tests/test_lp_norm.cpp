@@ -55,7 +55,7 @@ void check_lp(simdnorm::isa active, int p, std::size_t rows, std::size_t cols, s
   a.rstd = rstd.data();
   REQUIRE(plan.execute(a).ok());
   const float* out = in_place ? x.data() : y.data();
-  const std::size_t lanes = std::size_t(simdnorm::isa_lanes(active));
+  const std::size_t lanes = test::lanes(active);
   std::size_t bad = 0;
   for (std::size_t r = 0; r < rows; ++r) {
     const float* xr = x0.data() + r * xs;
@@ -104,7 +104,7 @@ TEST_CASE("lp_norm: padded rows, misaligned and in place") {
   });
 }
 
-TEST_CASE("lp_norm: eps clamps small norms; eps = 0 gives ONNX's 0 / 0; NaN and Inf stay in their row") {
+TEST_CASE("lp_norm: eps clamps small norms, eps = 0 gives 0 / 0 as ONNX does, NaN and Inf stay in their row") {
   test::for_each_isa([](simdnorm::isa) {
     for (std::size_t cols : {5, 16, 64, 1000}) {
       CAPTURE(cols);

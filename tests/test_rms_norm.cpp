@@ -44,18 +44,28 @@ void check_rms(isa active, std::size_t rows, std::size_t cols, std::size_t pad, 
   const float* out = in_place ? x.data() : y.data();
   const double depth = ref::accumulation_depth(cols, test::lanes(active));
   std::vector<double> yr(cols);
-  std::size_t bad = 0;
+  test::failures bad;
   for (std::size_t r = 0; r < rows; ++r) {
     const float* xr = x0.data() + r * xs;
     ref::rms_norm_row(xr, cols, a.gamma, 1e-6, yr.data());
-    for (std::size_t i = 0; i < cols; ++i)
-      bad += !(std::fabs(out[r * ys + i] - yr[i]) <= rms_bound(depth, yr[i]));
+    for (std::size_t i = 0; i < cols; ++i) {
+      const double got = out[r * ys + i];
+      bad.expect(std::fabs(got - yr[i]) <= rms_bound(depth, yr[i]), [&] {
+        return "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " +
+               std::to_string(got) + " want " + std::to_string(yr[i]);
+      });
+    }
     const double rr = ref::rms_rstd(xr, cols, 1e-6);
-    bad += !(std::fabs(rstd[r] - rr) <= rms_bound(depth, rr));
+    bad.expect(std::fabs(rstd[r] - rr) <= rms_bound(depth, rr), [&] {
+      return "rstd of row " + std::to_string(r) + ": got " + std::to_string(rstd[r]) + " want " +
+             std::to_string(rr);
+    });
     if (in_place)
-      for (std::size_t i = cols; i < xs; ++i) bad += x[r * xs + i] != x0[r * xs + i];
+      for (std::size_t i = cols; i < xs; ++i)
+        bad.expect(x[r * xs + i] == x0[r * xs + i],
+                   [&] { return "padding of row " + std::to_string(r) + " was written"; });
   }
-  CHECK(bad == 0);
+  CHECK_MESSAGE(bad.none(), bad.report());
   CHECK(x.guards_intact());
   CHECK(y.guards_intact());
   if (!in_place) CHECK(test::bitwise_equal(x.data(), x0.data(), x.size()));
@@ -113,18 +123,37 @@ TEST_CASE("rms_norm: zero rows give zeros, NaN and Inf stay in their row") {
   });
 }
 
-TEST_CASE("rms_norm: the bound rejects a result without eps or with the wrong mean") {
-  // y computed with sqrt(sum/(n-1)) instead of sqrt(sum/n) must fail the check at small n.
+// Guards the tolerance itself: the bound that accepts the library's result on every ISA must
+// reject a result computed without eps, or with the sum of squares divided by n - 1. The data
+// are small (mean square about 1e-6 = eps) so that eps moves every output by about 30 %.
+TEST_CASE("rms_norm: the bound accepts the library and rejects no eps or the wrong mean") {
   const std::size_t cols = 16;
-  std::vector<float> x(cols);
-  test::fill_normal(x.data(), cols, 8);
-  std::vector<double> yr(cols);
-  ref::rms_norm_row(x.data(), cols, nullptr, 1e-6, yr.data());
+  const double eps = 1e-6;  // rms_norm_params' default
+  std::vector<float> x(cols), y(cols);
+  test::fill_normal(x.data(), cols, 8, 0.0, 1e-3);
+  std::vector<double> yr(cols), no_eps(cols);
+  ref::rms_norm_row(x.data(), cols, nullptr, eps, yr.data());
+  ref::rms_norm_row(x.data(), cols, nullptr, 0.0, no_eps.data());
   double q = 0;
   for (float v : x) q += double(v) * v;
-  const double wrong = 1.0 / std::sqrt(q / (cols - 1) + 1e-6);
-  std::size_t rejected = 0;
-  for (std::size_t i = 0; i < cols; ++i)
-    rejected += std::fabs(x[i] * wrong - yr[i]) > rms_bound(ref::accumulation_depth(cols, 16), yr[i]);
-  CHECK(rejected > cols / 2);
+  const double wrong_mean = 1.0 / std::sqrt(q / (cols - 1) + eps);
+  test::for_each_isa([&](isa i) {
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    REQUIRE(simdnorm::rms_norm(tensor_desc::contiguous({1, std::int64_t(cols)}),
+                               tensor_desc::contiguous({1, std::int64_t(cols)}), {}, a).ok());
+    const double depth = ref::accumulation_depth(cols, test::lanes(i));
+    test::failures library;
+    std::size_t rejected_no_eps = 0, rejected_mean = 0;
+    for (std::size_t k = 0; k < cols; ++k) {
+      const double tol = rms_bound(depth, yr[k]);
+      library.expect(std::fabs(y[k] - yr[k]) <= tol, [&] { return "col " + std::to_string(k); });
+      rejected_no_eps += std::fabs(no_eps[k] - yr[k]) > tol;
+      rejected_mean += std::fabs(x[k] * wrong_mean - yr[k]) > tol;
+    }
+    CHECK_MESSAGE(library.none(), library.report());
+    CHECK(rejected_no_eps > cols / 2);
+    CHECK(rejected_mean > cols / 2);
+  });
 }

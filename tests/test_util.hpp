@@ -1,10 +1,12 @@
-// Helpers shared by the tests: ISA iteration, buffers with chosen misalignment, random data.
+// Helpers shared by the tests: ISA facts and iteration, buffers with chosen misalignment, random
+// data, failure collection.
 #pragma once
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,30 +37,109 @@ inline std::vector<simdnorm::isa> runnable_isas() {
   return out;
 }
 
-inline std::size_t lanes(simdnorm::isa i) {
-  switch (i) {
-    case simdnorm::isa::avx512bw: return 16;
-    case simdnorm::isa::avx2_fma: return 8;
-    case simdnorm::isa::scalar: return 1;
-    default: return 4;
+// ---- ISA facts and selection ----------------------------------------------------------------
+// What an ISA is (its lanes, whether it fuses multiply-add) comes from the library's one ISA
+// list (simdnorm::isa_lanes, simdnorm::isa_has_fma); the tests never restate it.
+
+/// Float lanes of one vector of `i`.
+inline std::size_t lanes(simdnorm::isa i) { return std::size_t(simdnorm::isa_lanes(i)); }
+
+/// True when `i` computes a * b + c with one rounding (a fused multiply-add unit).
+inline bool has_fma(simdnorm::isa i) { return simdnorm::isa_has_fma(i); }
+
+/// Every value of simdnorm::isa that the library has a name for, compiled in or not.
+inline std::vector<simdnorm::isa> named_isas() {
+  std::vector<simdnorm::isa> out;
+  for (int k = 0; k < 64; ++k) {
+    const auto i = static_cast<simdnorm::isa>(k);
+    if (std::strcmp(simdnorm::isa_name(i), "unknown") != 0) out.push_back(i);
   }
+  return out;
 }
 
-/// Runs body(isa) once per runnable ISA (quick mode: the selected ISA only) with that ISA
-/// forced, checking that the plan really dispatches to it, then restores the default selection.
+/// An ISA this process cannot select: not compiled in, or not runnable on this CPU. False when
+/// every named ISA runs here.
+inline bool foreign_isa(simdnorm::isa* out) {
+  for (simdnorm::isa i : named_isas())
+    if (!simdnorm::cpu_supports(i)) {
+      *out = i;
+      return true;
+    }
+  return false;
+}
+
+/// True when the environment variable `name` is set and not empty.
+inline bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+/// Forces an ISA for its lifetime and returns to the default selection when it ends, so that a
+/// forced ISA never leaks into later tests (also when an assertion throws).
+class forced_isa {
+ public:
+  explicit forced_isa(simdnorm::isa i) : status_(simdnorm::force_isa(i)) {}
+  ~forced_isa() { simdnorm::reset_isa(); }
+  forced_isa(const forced_isa&) = delete;
+  forced_isa& operator=(const forced_isa&) = delete;
+  const simdnorm::status& status() const { return status_; }
+
+ private:
+  simdnorm::status status_;
+};
+
+/// Runs body(isa) once per runnable ISA (quick mode: the selected ISA only), each in its own
+/// SUBCASE named "isa=<name>" with that ISA forced, after checking that plans really dispatch
+/// to it. A failed REQUIRE ends its own ISA's subcase only: the exception is kept until every
+/// ISA's subcase has been seen, so the remaining ISAs still run (doctest reenters the test case
+/// once per subcase).
 template <class F>
 void for_each_isa(F&& body) {
   simdnorm::reset_isa();
   const std::vector<simdnorm::isa> isas =
       quick() ? std::vector<simdnorm::isa>{simdnorm::active_isa()} : runnable_isas();
+  std::exception_ptr failure;
   for (simdnorm::isa i : isas) {
-    INFO("isa=" << std::string(simdnorm::isa_name(i)));  // doctest 2.4.9 prints char* as a pointer
-    REQUIRE(simdnorm::force_isa(i).ok());
-    REQUIRE(simdnorm::active_isa() == i);
-    body(i);
-    simdnorm::reset_isa();
+    const std::string name = "isa=" + std::string(simdnorm::isa_name(i));
+    SUBCASE(name.c_str()) {
+      try {
+        const forced_isa guard(i);
+        REQUIRE_MESSAGE(guard.status().ok(), guard.status().message());
+        REQUIRE(simdnorm::active_isa() == i);
+        body(i);
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
   }
+  if (failure) std::rethrow_exception(failure);
 }
+
+// ---- checks ----------------------------------------------------------------------------------
+
+/// Collects the failures of an element-wise comparison: their count and the description of the
+/// first, so that a sweep reports one CHECK (with what failed first) instead of one per element.
+///   test::failures bad;
+///   for (...) bad.expect(std::fabs(got - want) <= tol, [&] { return "row " + ...; });
+///   CHECK_MESSAGE(bad.none(), bad.report());
+class failures {
+ public:
+  /// Records a failure unless `ok`; describe() is called for the first failure only.
+  template <class Describe>
+  void expect(bool ok, Describe&& describe) {
+    if (!ok && count_++ == 0) first_ = describe();
+  }
+  bool none() const { return count_ == 0; }
+  std::size_t count() const { return count_; }
+  std::string report() const {
+    return count_ == 0 ? std::string("no failures")
+                       : std::to_string(count_) + " failed, the first: " + first_;
+  }
+
+ private:
+  std::size_t count_ = 0;
+  std::string first_;
+};
 
 /// A float buffer whose data() sits `misalign` floats past a 64-byte boundary, with guard
 /// floats on both sides set to a sentinel so that out-of-bounds writes are detected.
@@ -110,28 +191,6 @@ class chunked_thread_executor final : public simdnorm::executor {
 
  private:
   std::size_t chunks_;
-};
-
-/// Fixture of the error-path tests: an [N, C, S] input of 1.5 and an output of 7 that a
-/// rejected call must leave as it is.
-struct bad_input_base {
-  std::vector<float> x, y;
-  simdnorm::tensor_desc d;
-  bad_input_base(std::int64_t N, std::int64_t C, std::int64_t S)
-      : x(std::size_t(N * C * S), 1.5f), y(x.size(), 7.f),
-        d(simdnorm::tensor_desc::contiguous({N, C, S})) {}
-  simdnorm::norm_args args() {
-    simdnorm::norm_args a;
-    a.x = x.data();
-    a.y = y.data();
-    return a;
-  }
-  /// Fails with `code` and a message containing `what`; y unchanged.
-  void expect(const simdnorm::status& s, simdnorm::status_code code, const char* what) {
-    CHECK(s.code() == code);
-    CHECK_MESSAGE(std::string(s.message()).find(what) != std::string::npos, s.message());
-    for (float v : y) CHECK(v == 7.f);
-  }
 };
 
 }  // namespace test
