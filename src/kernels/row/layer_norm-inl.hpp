@@ -4,8 +4,9 @@
 //   (biased), gamma and beta optional. The mean is kept as a float pair hi + lo (compensated
 //   mean), so t = (x - hi) * rstd - lo * rstd: one sub and one fms; y = t * gamma + beta: one
 //   fma. Without the compensated mean, lo = 0 and hi is a single float.
-// Layout, passes, traffic, grouping: row_norm-inl.hpp. Statistics: row_moments-inl.hpp
-//   (chunked Welford/Chan on x shifted by a float near the row's mean).
+// Layout, passes, traffic, grouping: row/normalize-inl.hpp. Statistics: row/stats_long-inl.hpp
+//   and row/stats_short-inl.hpp (chunked Welford/Chan on x shifted by a float near the row's
+//   mean, common/moments-inl.hpp).
 // Numerics: the output error is a few ulp of the normalized value plus the statistics'
 //   rounding, independent of the mean's magnitude when compensated (tests/reference.hpp derives
 //   the bound). rstd is float-rounded from double (long rows) or computed in float lanes
@@ -17,7 +18,7 @@ struct layer_norm_stats {
   static constexpr bool centered = true;
 
   /// V::size short rows: vector-lane moments, rstd in float lanes. between_rows() runs after
-  /// each row's sums (rows of whole vectors, AVX-512 only; see rows_moments_short_f32).
+  /// each row's sums (see rows_moments_short_f32).
   template <class V, class Between = no_work_between_rows>
   SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const float* const* xs,
                                                 row_consts& k, row_prefetcher& pf,
@@ -34,10 +35,12 @@ struct layer_norm_stats {
   template <class V, std::size_t R>
   static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
                         std::size_t first, row_prefetcher& pf) {
-    // Two rows at a time: 2 x 8 accumulators stay in registers (R = 4 would spill them).
-    row_moments m[R];
+    // Two rows at a time: 2 x 8 accumulators stay in the 32 registers of AVX-512, R = 4 would
+    // spill them (on 16-register ISAs the two rows' accumulators alone fill the file).
+    moments_f64 m[R];
     if constexpr (R % 2 == 0) {
-      for (std::size_t r = 0; r < R; r += 2) rows_moments_f32<V, Shift, 2>(xs + r, cfg.cols, m + r, pf);
+      for (std::size_t r = 0; r < R; r += 2)
+        rows_moments_f32<V, Shift, 2>(xs + r, cfg.cols, m + r, pf);
     } else {
       rows_moments_f32<V, Shift, R>(xs, cfg.cols, m, pf);
     }
