@@ -33,6 +33,14 @@
 #define SIMDNORM_LAMBDA_INLINE
 #endif
 
+// Rare paths (the statistics' overflow fallbacks): kept out of line and out of the hot code's
+// inlining budget.
+#if defined(__GNUC__)
+#define SIMDNORM_COLD __attribute__((noinline, cold))
+#else
+#define SIMDNORM_COLD
+#endif
+
 /// One-lane stand-in for xsimd::batch, so the scalar ISA runs the same kernel source.
 struct scalar_vector {
   static constexpr std::size_t size = 1;
@@ -63,7 +71,9 @@ inline scalar_vector sqrt(scalar_vector a) { return __builtin_sqrtf(a.v); }
 inline bool operator<(scalar_vector a, scalar_vector b) { return a.v < b.v; }
 inline bool operator<=(scalar_vector a, scalar_vector b) { return a.v <= b.v; }
 inline bool operator>=(scalar_vector a, scalar_vector b) { return a.v >= b.v; }
+inline bool operator>(scalar_vector a, scalar_vector b) { return a.v > b.v; }
 inline bool all(bool b) { return b; }
+inline bool any(bool b) { return b; }
 inline scalar_vector select(bool c, scalar_vector a, scalar_vector b) { return c ? a : b; }
 inline float hadd(scalar_vector a) { return a.v; }
 /// Lane r of the result is the horizontal sum of rows[r] (xsimd::haddp's contract).

@@ -10,8 +10,11 @@
 // Numerics: the output error is a few ulp of the normalized value plus the statistics'
 //   rounding, independent of the mean's magnitude when compensated (tests/reference.hpp derives
 //   the bound). rstd is float-rounded from double (long rows) or computed in float lanes
-//   (short rows, 1.5 ulp). A NaN or Inf in a row makes that row's statistics, hence the whole
-//   row, non-finite; other rows are untouched.
+//   (short rows, 1.5 ulp). Rows whose squared deviations overflow float (|x - mean| beyond
+//   about 1e19) take pass B and then the scaled pass (common/moments-inl.hpp); short rows whose
+//   float M2 is not finite take the long-row statistics (the check runs once per group). A
+//   NaN or Inf in a row makes that row's statistics, hence the whole row, non-finite; other
+//   rows are untouched.
 
 template <bool Shift>
 struct layer_norm_stats {
@@ -29,6 +32,12 @@ struct layer_norm_stats {
     hi.store_unaligned(k.hi);
     rs.store_unaligned(k.rs);
     (lo * rs).store_unaligned(k.lo_rs);
+    // Rows whose M2 is not finite: their float sums overflowed (M2 may exceed FLT_MAX while
+    // the variance does not, and n * lo^2 overflows for means near FLT_MAX), or a NaN / Inf
+    // is in the row. They take the long-row statistics, in double with the scaled pass (a
+    // NaN or Inf stays non-finite there).
+    if (!all(m2 <= V(FLT_MAX)))
+      long_rows_where<layer_norm_stats>(cfg, xs, k, m2, [](float v) { return !(v <= FLT_MAX); });
   }
 
   /// R long rows: chunked moments in double, rstd rounded from double.

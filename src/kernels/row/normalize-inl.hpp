@@ -50,6 +50,18 @@ struct row_consts {
   alignas(64) float hi[capacity], rs[capacity], lo_rs[capacity];
 };
 
+/// Recomputes with Stats::long_rows (double, scaled sums) the rows of a short-row group whose
+/// float-lane statistics lost their value: lost(v[r]) for row r. Rare, so out of line.
+template <class Stats, class V, class Lost>
+SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const float* const* xs,
+                                   row_consts& k, const V& v, Lost lost) {
+  alignas(64) float lanes[V::size];
+  v.store_unaligned(lanes);
+  row_prefetcher none;
+  for (std::size_t r = 0; r < V::size; ++r)
+    if (lost(lanes[r])) Stats::template long_rows<V, 1>(cfg, xs + r, k, r, none);
+}
+
 inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::size_t count,
                                 std::size_t n) {
   row_prefetcher p;

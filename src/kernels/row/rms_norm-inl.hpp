@@ -6,7 +6,12 @@
 //   normalize pass from cache: 8 bytes of memory traffic per element).
 // Numerics: the sum of squares has no cancellation: float accumulators per kMomentChunk
 //   elements (four per lane), chunks summed in double; relative error about eps_f32 * depth,
-//   with the depth derived in tests/reference.hpp. NaN or Inf stays in its row.
+//   with the depth derived in tests/reference.hpp. A float sum that overflows (|x| beyond
+//   about 1e19) or underflows (|x| below about 1e-19, where squares flush to zero or lose
+//   bits as subnormals) is summed again with the values scaled by a power of two
+//   (squares_lost, scaled_sum_squares in common/moments-inl.hpp); short rows then take the
+//   long-row sum. The check runs once per chunk or per group of short rows. NaN or Inf stays
+//   in its row.
 
 /// Sum of squares of one row: float accumulators per chunk, chunks added in double.
 template <class V>
@@ -36,7 +41,10 @@ inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher&
       const float v = io::load1(c + i);
       q += v * v;
     }
-    total += double(q);
+    if (squares_lost(q, float(len) * FLT_MIN))  // once per chunk, off the element loop
+      total += scaled_sum_squares<V>(c, len, 0.f, q > FLT_MAX ? kDownScale : kUpScale);
+    else
+      total += double(q);
   }
   return total;
 }
@@ -52,6 +60,11 @@ struct rms_norm_stats {
                                   [](V s, V v) { return fma(v, v, s); }, pf);
     const V ms = sq * V(float(cfg.inv_cols));
     (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(k.rs);
+    // Rows whose float sum of squares overflowed or underflowed: the long-row sum (scaled).
+    const float len_min = float(cfg.cols) * FLT_MIN;
+    if (any(squares_lost(sq, V(len_min))))
+      long_rows_where<rms_norm_stats>(cfg, xs, k, sq,
+                                      [&](float s) { return squares_lost(s, len_min); });
   }
 
   template <class V, std::size_t R>

@@ -101,7 +101,8 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
           const float d = io::load1(c + k) - center;
           qs += d * d;
         }
-        chunk_m2 = m2_around(double(qs), double(len), chunk_mean - double(center));
+        chunk_m2 = m2_around(pass_b_sum<V>(qs, c, len, center), double(len),
+                             chunk_mean - double(center));
       }
       chunk_m2 = clamp_m2(chunk_m2);
       merge_moments(start == 0, chan_weights(double(start), double(len)), chunk_mean, chunk_m2,
