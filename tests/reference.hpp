@@ -41,6 +41,13 @@ inline void rms_norm_row(const float* x, std::size_t n, const float* g, double e
   for (std::size_t i = 0; i < n; ++i) y[i] = x[i] * r * (g ? g[i] : 1.0);
 }
 
+/// ||x||_p of a row, p = 1 or 2.
+inline double lp_norm(const float* x, std::size_t n, int p) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += p == 1 ? std::fabs(double(x[i])) : double(x[i]) * x[i];
+  return p == 1 ? s : std::sqrt(s);
+}
+
 /// Float unit roundoff.
 inline constexpr double u32 = 0x1p-24;
 
@@ -51,6 +58,15 @@ inline constexpr double u32 = 0x1p-24;
 inline double accumulation_depth(std::size_t n, std::size_t lanes) {
   const double per_acc = std::ceil(double(std::min<std::size_t>(n, 2048)) / double(4 * lanes));
   return per_acc + std::log2(4.0 * double(lanes)) + 8.0;
+}
+
+/// Depth of the float sums of non-negative terms (RMSNorm, Lp): one accumulator lane sums at
+/// most min(n, 2048) / lanes terms (short rows: one accumulator per lane; long rows: four per
+/// lane over 2048-element chunks added in double), then a log2(lanes)-deep tree; the sum's
+/// relative error is at most this depth times u32.
+inline double sum_depth(std::size_t n, std::size_t lanes) {
+  return std::ceil(double(std::min<std::size_t>(n, 2048)) / double(lanes)) +
+         std::log2(double(lanes)) + 2;
 }
 
 /// Bound on |y - y_ref| for LayerNorm element i (derived in tests/README of the numerics):

@@ -11,20 +11,11 @@ namespace {
 
 using simdnorm::tensor_desc;
 
-double lp_norm_ref(const float* x, std::size_t n, int p) {
-  double s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += p == 1 ? std::fabs(double(x[i])) : double(x[i]) * x[i];
-  return p == 1 ? s : std::sqrt(s);
-}
-
-// Bound: the norm is a sum of non-negative terms (no cancellation); a float accumulator
-// lane sums at most min(n, 2048) / lanes terms (short rows: one accumulator per lane;
-// long rows: four per lane over 2048-element chunks added in double), then a log2(lanes)-deep
-// tree, so the sum's relative error is at most depth * u with the depth below. sqrt halves
-// it for p = 2; 1 / max(norm, eps) and x * rs add one rounding each, the float rs one more.
+// Bound: the norm is a sum of non-negative terms (no cancellation) with a relative error of at
+// most ref::sum_depth * u; sqrt halves it for p = 2; 1 / max(norm, eps) and x * rs add one
+// rounding each, the float rs one more.
 double lp_bound(std::size_t n, std::size_t lanes, int p, double y) {
-  const double depth = std::ceil(double(std::min<std::size_t>(n, 2048)) / double(lanes)) +
-                       std::log2(double(lanes)) + 2;
+  const double depth = ref::sum_depth(n, lanes);
   return ((p == 2 ? depth / 2 : depth) + 4) * ref::u32 * std::fabs(y) + 1e-37;
 }
 
@@ -59,7 +50,7 @@ void check_lp(simdnorm::isa active, int p, std::size_t rows, std::size_t cols, s
   std::size_t bad = 0;
   for (std::size_t r = 0; r < rows; ++r) {
     const float* xr = x0.data() + r * xs;
-    const double rs = 1.0 / std::max(lp_norm_ref(xr, cols, p), double(prm.eps));
+    const double rs = 1.0 / std::max(ref::lp_norm(xr, cols, p), double(prm.eps));
     for (std::size_t i = 0; i < cols; ++i) {
       const double want = xr[i] * rs;
       bad += !(std::fabs(out[r * ys + i] - want) <= lp_bound(cols, lanes, p, want));
@@ -136,9 +127,7 @@ TEST_CASE("lp_norm: eps clamps small norms, eps = 0 gives 0 / 0 as ONNX does, Na
           }
           CHECK(std::isnan(y[2 * cols + i]));
           if (i == cols / 2) CHECK(std::isnan(y[3 * cols + i]));  // Inf / Inf
-          // x / Inf is 0 on x86; neon64 short rows give NaN (1 / Inf through xsimd's
-          // division), a known gap: the Inf stays in its row either way.
-          else CHECK((y[3 * cols + i] == 0.f || std::isnan(y[3 * cols + i])));
+          else CHECK(y[3 * cols + i] == 0.f);  // x / Inf
           CHECK(std::isfinite(y[4 * cols + i]));
         }
       }
@@ -150,7 +139,7 @@ TEST_CASE("lp_norm: the axis is the innermost dim of size > 1, given as ONNX and
   std::vector<float> x(2 * 3 * 5), y(x.size()), want(x.size());
   test::fill_normal(x.data(), x.size(), 5);
   for (std::size_t r = 0; r < 6; ++r) {
-    const double n = lp_norm_ref(x.data() + 5 * r, 5, 2);
+    const double n = ref::lp_norm(x.data() + 5 * r, 5, 2);
     for (std::size_t i = 0; i < 5; ++i) want[5 * r + i] = float(x[5 * r + i] / n);
   }
   struct {

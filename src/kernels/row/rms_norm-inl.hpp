@@ -2,11 +2,16 @@
 //
 // Formula: y = x * rstd * gamma, rstd = 1 / sqrt(sum(x^2) / cols + eps), gamma optional
 //   (beta is rejected by the plan). Two multiplies per element.
-// Layout, passes, traffic, grouping: row_norm-inl.hpp (one statistics pass, one normalize
-//   pass from cache: 8 bytes of memory traffic per element).
-// Numerics: the sum of squares has no cancellation: float accumulators per 2048-element chunk
-//   (four per lane), chunks summed in double; relative error about eps_f32 * depth, with the
-//   depth derived in tests/reference.hpp. NaN or Inf stays in its row.
+// Layout, passes, traffic, grouping: row/normalize-inl.hpp (one statistics pass, one
+//   normalize pass from cache: 8 bytes of memory traffic per element).
+// Numerics: the sum of squares has no cancellation: float accumulators per kMomentChunk
+//   elements (four per lane), chunks summed in double; relative error about eps_f32 * depth,
+//   with the depth derived in tests/reference.hpp. A float sum that overflows (|x| beyond
+//   about 1e19) or underflows (|x| below about 1e-19, where squares flush to zero or lose
+//   bits as subnormals) is summed again with the values scaled by a power of two
+//   (squares_lost, scaled_sum_squares in common/moments-inl.hpp); short rows then take the
+//   long-row sum. The check runs once per chunk or per group of short rows. NaN or Inf stays
+//   in its row.
 
 struct rms_norm_stats {
   static constexpr bool centered = false;
@@ -19,6 +24,11 @@ struct rms_norm_stats {
                                   [](V s, V v) { return fma(v, v, s); }, pf);
     const V ms = sq * V(float(cfg.inv_cols));
     (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(k.rs);
+    // Rows whose float sum of squares overflowed or underflowed: the long-row sum (scaled).
+    const float len_min = float(cfg.cols) * FLT_MIN;
+    if (any(squares_lost(sq, V(len_min))))
+      long_rows_where<rms_norm_stats>(cfg, xs, k, sq,
+                                      [&](float s) { return squares_lost(s, len_min); });
   }
 
   template <class V, std::size_t R>

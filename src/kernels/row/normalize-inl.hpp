@@ -6,44 +6,32 @@
 // Layout: row r starts at x + r * x_stride (y likewise); each row is dense.
 // Passes and memory traffic per element: the statistics read x from memory once (and, for
 //   LayerNorm's chunks or short-row groups whose shift is far from their mean, once more from
-//   L1); the normalize pass re-reads x from cache and writes y. Rows
-//   are handled in groups (below) that stay in L2 (kGroupBytes), so x is read from memory once
-//   and y written once: 8 bytes of traffic per element. A single row longer than the L2 is
-//   correct but read from memory twice (12 bytes per element). With `stream`, y goes out with
-//   non-temporal stores (no read-for-ownership, no cache pollution) and the next group's rows
-//   are prefetched into L2 (not L1: L1 holds the group in hand) from both passes: one line per
-//   vector stored in the normalize pass, one line per row (short rows) or per 4 vectors of
-//   each interleaved row set (long rows) in the statistics pass. One core's memory reads are
-//   limited by the requests it keeps in flight, not by DRAM, so reads must go on during the
-//   statistics pass too, not only while y is written; a few there is best (measured beyond
-//   L3, 1 thread: D = 64 0.69 -> 0.74, D = 128 0.72 -> 0.78; more lengthen that pass).
+//   L1); the normalize pass re-reads x from cache and writes y. Rows are handled in groups
+//   (below) that stay in L2 (kGroupBytes), so x is read from memory once and y written once:
+//   8 bytes of traffic per element. A single row longer than the L2 is correct but read from
+//   memory twice (12 bytes per element). With `stream`, y goes out with non-temporal stores
+//   (no read-for-ownership, no cache pollution) and the next group's rows are prefetched into
+//   L2 (not L1: L1 holds the group in hand) from both passes: one line per vector stored in
+//   the normalize pass, one line per row (short rows) or per 4 vectors of each interleaved row
+//   set (long rows) in the statistics pass. One core's memory reads are limited by the
+//   requests it keeps in flight, not by DRAM, so reads must go on during the statistics pass
+//   too, not only while y is written; a few there is best (more lengthen that pass).
 // Grouping: rows of at most kShortCols elements get their statistics V::size rows at a time,
-//   with the per-row arithmetic in vector lanes (a short row is otherwise dominated by its
-//   horizontal reductions and scalar tail); longer rows get them kRowGroup rows at a time,
-//   interleaved, so that the rows' dependent per-chunk reductions overlap. The normalize pass
-//   then runs kRowGroup rows at a time and loads each gamma/beta vector once for all of them,
-//   except with regular stores and rows of kShortCols < n <= kRowsTogetherMinCols, or short
-//   rows with a scalar tail, which go row by row (an earlier Intel guest measured row by row
-//   0.04-0.07 of copy ahead at D = 64-1024, in cache, 1 thread; longer rows lose, as they
-//   reload gamma/beta from L2). The likely reason: one sequential store stream, whose
-//   read-for-ownership the hardware prefetcher follows, instead of four interleaved ones.
-//   Short rows of whole vectors measure the other way now that their statistics are cheaper:
-//   fewer instructions per row win (Sapphire Rapids guest, LayerNorm, 3
-//   alternated runs: D = 64 0.31-0.35 -> 0.37-0.44 / 0.26-0.31 -> 0.39-0.40 on 1 / 2
-//   threads, D = 128 0.39-0.45 -> 0.46-0.50 / 0.44-0.45 -> 0.53-0.55; Zen 4 guest D = 64
-//   +0.02), while a harness with D = 200 (an 8-element scalar tail) lost 10-20%.
-//   Short rows of whole vectors with regular stores on AVX-512 overlap the two passes
-//   (short_rows_overlapped): the statistics of group g + 1 are summed row by row, and after
-//   every fourth row four rows of group g are normalized. Loads issued in a phase of their
-//   own, with no stores in flight, add their time to the stores'; interleaved with the
-//   stores they are hidden (harness, data in L2, D = 64: reading the next group as a phase
-//   cost 1.1 TSC ticks per vector on top of a 3.5-tick normalize, interleaved row by row it
-//   cost nothing). Sapphire Rapids guest, LayerNorm, in cache, 4 alternated runs, 1 / 2
-//   threads: D = 64 0.47-0.55 -> 0.55-0.58 / 0.39-0.42 -> 0.43, D = 128 0.53-0.66 ->
-//   0.63-0.67 / 0.52-0.54 -> 0.54-0.56. Normalizing row by row there instead lost on 2
-//   threads (D = 64 0.40 -> 0.34), and with streaming stores the overlap lost too (beyond
-//   L3, D = 64 0.76-0.79 -> 0.72-0.73: the statistics no longer issue the next rows'
-//   prefetches), so those keep the two phases.
+//   with the per-row arithmetic in vector lanes (row/stats_short-inl.hpp); longer rows get
+//   them kRowGroup rows at a time, interleaved, so that the rows' dependent per-chunk
+//   reductions overlap. The normalize pass then runs kRowGroup rows at a time and loads each
+//   gamma/beta vector once for all of them, except with regular stores and rows of
+//   kShortCols < n <= kRowsTogetherMinCols, or short rows with a scalar tail, which go row by
+//   row: one sequential store stream, whose read-for-ownership the hardware prefetcher
+//   follows, measured faster there than four interleaved ones (longer rows lose row by row,
+//   as they reload gamma/beta from L2; short rows of whole vectors, whose statistics are
+//   cheap, win with fewer instructions per row).
+//   On ISAs with isa_hooks<V>::paired_row_sums, short rows of whole vectors with regular
+//   stores overlap the two passes (short_rows_overlapped): the statistics of group g + 1 are
+//   summed row by row, and after every fourth row four rows of group g are normalized, so
+//   that the loads hide behind the stores (x86/avx512-inl.hpp). With streaming stores the
+//   overlap lost (the statistics no longer issue the next rows' prefetches), so those keep
+//   the two phases. docs/performance.md has the measurements behind these choices.
 //   The statistics of a row go through the same operations whether its row set is
 //   interleaved or not, and the short-row path depends only on the row length, so the bits of
 //   a row do not depend on its position, threads or partitions.
@@ -62,6 +50,18 @@ struct row_consts {
   alignas(64) float hi[capacity], rs[capacity], lo_rs[capacity];
 };
 
+/// Recomputes with Stats::long_rows (double, scaled sums) the rows of a short-row group whose
+/// float-lane statistics lost their value: lost(v[r]) for row r. Rare, so out of line.
+template <class Stats, class V, class Lost>
+SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const float* const* xs,
+                                   row_consts& k, const V& v, Lost lost) {
+  alignas(64) float lanes[V::size];
+  v.store_unaligned(lanes);
+  row_prefetcher none;
+  for (std::size_t r = 0; r < V::size; ++r)
+    if (lost(lanes[r])) Stats::template long_rows<V, 1>(cfg, xs + r, k, r, none);
+}
+
 inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::size_t count,
                                 std::size_t n) {
   row_prefetcher p;
@@ -76,8 +76,10 @@ inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::si
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
 /// goes through the same operations whatever R is: grouping never changes a bit.
 template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
-SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, const float* const* xs, float* const* ys,
-                           const row_consts& k, std::size_t first, row_prefetcher& pf_io) {
+SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
+                                                   const float* const* xs, float* const* ys,
+                                                   const row_consts& k, std::size_t first,
+                                                   row_prefetcher& pf_io) {
   constexpr std::size_t W = V::size;
   row_prefetcher pf = pf_io;  // a local copy stays in registers across the stores
   const std::size_t n = cfg.cols;
@@ -93,11 +95,12 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
   }
   auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
     const std::size_t j = first + r;
-    float t = Centered ? fms1<V>(xr[r][i] - k.hi[j], k.rs[j], k.lo_rs[j]) : xr[r][i] * k.rs[j];
+    const float x = io::load1(xr[r] + i);
+    float t = Centered ? fms1<V>(x - k.hi[j], k.rs[j], k.lo_rs[j]) : x * k.rs[j];
     if constexpr (Gamma && Beta) t = fma1<V>(t, g[i], b[i]);
     else if constexpr (Gamma) t = t * g[i];
     else if constexpr (Beta) t = t + b[i];
-    yr[r][i] = t;
+    io::store1(yr[r] + i, t);
   };
   std::size_t i = 0;
   if constexpr (Stream) {
@@ -116,16 +119,16 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
     if constexpr (Beta) bv = load<V>(b + i);
     SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
       V t;
-      if constexpr (Centered) t = fms(load<V>(xr[r] + i) - vhi[r], vrs[r], vlo[r]);
-      else t = load<V>(xr[r] + i) * vrs[r];
+      if constexpr (Centered) t = fms(io::load<V>(xr[r] + i) - vhi[r], vrs[r], vlo[r]);
+      else t = io::load<V>(xr[r] + i) * vrs[r];
       if constexpr (Gamma && Beta) t = fma(t, gv, bv);
       else if constexpr (Gamma) t = t * gv;
       else if constexpr (Beta) t = t + bv;
       if constexpr (Stream) {
-        store_stream<V>(yr[r] + i, t);
+        io::stream(yr[r] + i, t);
         pf.step(W);
       } else {
-        t.store_unaligned(yr[r] + i);
+        io::store(yr[r] + i, t);
       }
     }
   }
@@ -145,12 +148,13 @@ template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
 inline void normalize_group(const row_norm_config& cfg, const float* const* xs, float* const* ys,
                             const row_consts& k, std::size_t count, bool group,
                             row_prefetcher& pf) {
+  constexpr bool kCentered = Stats::centered;
   std::size_t r = 0;
   if (group)
     for (; r + kRowGroup <= count; r += kRowGroup)
-      normalize_rows<V, Stats::centered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k, r, pf);
+      normalize_rows<V, kCentered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k, r, pf);
   for (; r < count; ++r)
-    normalize_rows<V, Stats::centered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k, r, pf);
+    normalize_rows<V, kCentered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k, r, pf);
 }
 
 /// Points xs / ys at the `count` rows that start at row r0, then pads them to `padded`
@@ -169,10 +173,10 @@ inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count,
   }
 }
 
-/// Short rows of whole vectors, regular stores, AVX-512 (V::size == 16): group g's normalize
-/// runs between the rows of group g + 1's statistics (banner, Grouping). Two sets of row
-/// pointers and row constants alternate. The same operations as the phased path, so the same
-/// bits; y == x is fine, as a group's stores touch only its own rows.
+/// Short rows of whole vectors, regular stores, on ISAs with isa_hooks<V>::paired_row_sums:
+/// group g's normalize runs between the rows of group g + 1's statistics (banner, Grouping).
+/// Two sets of row pointers and row constants alternate. The same operations as the phased
+/// path, so the same bits; y == x is fine, as a group's stores touch only its own rows.
 template <class V, class Stats, bool Gamma, bool Beta>
 void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
@@ -201,7 +205,8 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
       Stats::template short_rows<V>(cfg, xs[g ^ 1], k[g ^ 1], none, [&]() SIMDNORM_LAMBDA_INLINE {
         if (++calls % kRowGroup == 0) {  // group g is full: only the last group can be partial
           const std::size_t b = calls - kRowGroup;
-          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, false, kRowGroup>(cfg, xg + b, yg + b, kg, b, none);
+          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, false, kRowGroup>(
+              cfg, xg + b, yg + b, kg, b, none);
         }
       });
       count = next;
@@ -224,13 +229,11 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
   const bool rows_together =
       group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
-#if defined(__AVX512F__)
-  if constexpr (W == 16 && Stats::centered && !Stream)
+  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Stream)
     if (short_rows && n % W == 0) {
       short_rows_overlapped<V, Stats, Gamma, Beta>(cfg, blk);
       return;
     }
-#endif
   for (std::size_t r0 = 0; r0 < blk.rows; r0 += step) {
     const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
     const float* xs[W > kRowGroup ? W : kRowGroup];
@@ -259,8 +262,16 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
 template <class V, class Stats>
 void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
   const bool g = cfg.gamma != nullptr, b = cfg.beta != nullptr, s = cfg.stream;
-  if (g && b) s ? row_norm_rows_impl<V, Stats, true, true, true>(cfg, blk) : row_norm_rows_impl<V, Stats, true, true, false>(cfg, blk);
-  else if (g) s ? row_norm_rows_impl<V, Stats, true, false, true>(cfg, blk) : row_norm_rows_impl<V, Stats, true, false, false>(cfg, blk);
-  else if (b) s ? row_norm_rows_impl<V, Stats, false, true, true>(cfg, blk) : row_norm_rows_impl<V, Stats, false, true, false>(cfg, blk);
-  else s ? row_norm_rows_impl<V, Stats, false, false, true>(cfg, blk) : row_norm_rows_impl<V, Stats, false, false, false>(cfg, blk);
+  if (g && b)
+    s ? row_norm_rows_impl<V, Stats, true, true, true>(cfg, blk)
+      : row_norm_rows_impl<V, Stats, true, true, false>(cfg, blk);
+  else if (g)
+    s ? row_norm_rows_impl<V, Stats, true, false, true>(cfg, blk)
+      : row_norm_rows_impl<V, Stats, true, false, false>(cfg, blk);
+  else if (b)
+    s ? row_norm_rows_impl<V, Stats, false, true, true>(cfg, blk)
+      : row_norm_rows_impl<V, Stats, false, true, false>(cfg, blk);
+  else
+    s ? row_norm_rows_impl<V, Stats, false, false, true>(cfg, blk)
+      : row_norm_rows_impl<V, Stats, false, false, false>(cfg, blk);
 }

@@ -3,28 +3,17 @@
 //
 // Formula: y = x * rs, rs = 1 / max(||x||_p, eps), ||x||_1 = sum |x|, ||x||_2 = sqrt(sum x^2).
 //   One multiply per element; no gamma or beta (the plan rejects them).
-// Layout, passes, traffic, grouping: row_norm-inl.hpp, as RMSNorm (one statistics pass, one
-//   normalize pass from cache: 8 bytes of memory traffic per element).
+// Layout, passes, traffic, grouping: row/normalize-inl.hpp, as RMSNorm (one statistics pass,
+//   one normalize pass from cache: 8 bytes of memory traffic per element).
 // Numerics: a sum of non-negative terms has no cancellation: float accumulators per chunk of
 //   kMomentChunk elements, chunks added in double (long rows) or float lanes (short rows), a
 //   relative error about eps_f32 * depth (tests/reference.hpp); y = x * (1 / norm) rounds
-//   twice where x / norm rounds once (one more ulp). max(norm, eps) keeps a NaN norm, so a NaN
-//   in a row makes that row NaN; an Inf makes rs 0 and the row 0 except Inf * 0 = NaN, as
-//   x / Inf does in PyTorch. Other rows are untouched.
-
-/// |v| from the operations every V has (scalar_vector included); NaN and -0 pass through.
-template <class V>
-SIMDNORM_ALWAYS_INLINE V abs_value(const V& v) {
-  return select(v < V(0.f), V(0.f) - v, v);
-}
-
-/// Sum of |x| of one row (row_chunked_sum_f32).
-template <class V>
-inline double row_sum_abs_f32(const float* x, std::size_t n, row_prefetcher& pf) {
-  return row_chunked_sum_f32<V>(
-      x, n, pf, [](V q, V v) SIMDNORM_LAMBDA_INLINE { return q + abs_value(v); },
-      [](float v) { return __builtin_fabsf(v); });
-}
+//   twice where x / norm rounds once (one more ulp). A float sum that lost its value (squares
+//   beyond about 1e19 or below about 1e-19, |x| sums beyond FLT_MAX) is summed again, scaled
+//   or in double (row_sum_squares_f32, row_sum_abs_f32); short rows then take the long-row
+//   sum, so the norm is right for any finite row whose norm is a finite float. max(norm, eps)
+//   keeps a NaN norm, so a NaN in a row makes that row NaN; an Inf makes rs 0 and the row 0
+//   except Inf * 0 = NaN, as x / Inf does in PyTorch. Other rows are untouched.
 
 template <int P>
 struct lp_norm_stats {
@@ -34,16 +23,21 @@ struct lp_norm_stats {
   template <class V>
   static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
                          row_prefetcher& pf) {
-    V norm;
-    if constexpr (P == 1) {
-      norm = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return abs_value(v); },
-                              [](V s, V v) { return s + v; }, pf);
-    } else {
-      norm = sqrt(row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
-                                   [](V s, V v) { return fma(v, v, s); }, pf));
-    }
-    const V eps(cfg.eps);
+    V sum;
+    if constexpr (P == 1)
+      sum = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return abs_value(v); },
+                             [](V s, V v) { return s + v; }, pf);
+    else
+      sum = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
+                             [](V s, V v) { return fma(v, v, s); }, pf);
+    const V norm = P == 1 ? sum : sqrt(sum), eps(cfg.eps);
     (V(1.f) / select(norm < eps, eps, norm)).store_unaligned(k.rs);
+    // Rows whose float sum lost its value: the long-row sum (scaled or in double). An Inf or
+    // NaN in the row lands here too and comes out the same.
+    const float len_min = P == 1 ? 0.f : float(cfg.cols) * FLT_MIN;
+    if (any(squares_lost(sum, V(len_min))))
+      long_rows_where<lp_norm_stats>(cfg, xs, k, sum,
+                                     [&](float s) { return squares_lost(s, len_min); });
   }
 
   /// R long rows: norms in double, rs rounded from double.

@@ -4,20 +4,24 @@
 //   (biased), gamma and beta optional. The mean is kept as a float pair hi + lo (compensated
 //   mean), so t = (x - hi) * rstd - lo * rstd: one sub and one fms; y = t * gamma + beta: one
 //   fma. Without the compensated mean, lo = 0 and hi is a single float.
-// Layout, passes, traffic, grouping: row_norm-inl.hpp. Statistics: row_moments-inl.hpp
-//   (chunked Welford/Chan on x shifted by a float near the row's mean).
+// Layout, passes, traffic, grouping: row/normalize-inl.hpp. Statistics: row/stats_long-inl.hpp
+//   and row/stats_short-inl.hpp (chunked Welford/Chan on x shifted by a float near the row's
+//   mean, common/moments-inl.hpp).
 // Numerics: the output error is a few ulp of the normalized value plus the statistics'
 //   rounding, independent of the mean's magnitude when compensated (tests/reference.hpp derives
 //   the bound). rstd is float-rounded from double (long rows) or computed in float lanes
-//   (short rows, 1.5 ulp). A NaN or Inf in a row makes that row's statistics, hence the whole
-//   row, non-finite; other rows are untouched.
+//   (short rows, 1.5 ulp). Rows whose squared deviations overflow float (|x - mean| beyond
+//   about 1e19) take pass B and then the scaled pass (common/moments-inl.hpp); short rows whose
+//   float M2 is not finite take the long-row statistics (the check runs once per group). A
+//   NaN or Inf in a row makes that row's statistics, hence the whole row, non-finite; other
+//   rows are untouched.
 
 template <bool Shift>
 struct layer_norm_stats {
   static constexpr bool centered = true;
 
   /// V::size short rows: vector-lane moments, rstd in float lanes. between_rows() runs after
-  /// each row's sums (rows of whole vectors, AVX-512 only; see rows_moments_short_f32).
+  /// each row's sums (see rows_moments_short_f32).
   template <class V, class Between = no_work_between_rows>
   SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const float* const* xs,
                                                 row_consts& k, row_prefetcher& pf,
@@ -28,16 +32,24 @@ struct layer_norm_stats {
     hi.store_unaligned(k.hi);
     rs.store_unaligned(k.rs);
     (lo * rs).store_unaligned(k.lo_rs);
+    // Rows whose M2 is not finite: their float sums overflowed (M2 may exceed FLT_MAX while
+    // the variance does not, and n * lo^2 overflows for means near FLT_MAX), or a NaN / Inf
+    // is in the row. They take the long-row statistics, in double with the scaled pass (a
+    // NaN or Inf stays non-finite there).
+    if (!all(m2 <= V(FLT_MAX)))
+      long_rows_where<layer_norm_stats>(cfg, xs, k, m2, [](float v) { return !(v <= FLT_MAX); });
   }
 
   /// R long rows: chunked moments in double, rstd rounded from double.
   template <class V, std::size_t R>
   static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
                         std::size_t first, row_prefetcher& pf) {
-    // Two rows at a time: 2 x 8 accumulators stay in registers (R = 4 would spill them).
-    row_moments m[R];
+    // Two rows at a time: 2 x 8 accumulators stay in the 32 registers of AVX-512, R = 4 would
+    // spill them (on 16-register ISAs the two rows' accumulators alone fill the file).
+    moments_f64 m[R];
     if constexpr (R % 2 == 0) {
-      for (std::size_t r = 0; r < R; r += 2) rows_moments_f32<V, Shift, 2>(xs + r, cfg.cols, m + r, pf);
+      for (std::size_t r = 0; r < R; r += 2)
+        rows_moments_f32<V, Shift, 2>(xs + r, cfg.cols, m + r, pf);
     } else {
       rows_moments_f32<V, Shift, R>(xs, cfg.cols, m, pf);
     }

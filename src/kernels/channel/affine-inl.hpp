@@ -1,0 +1,80 @@
+// The normalize pass of the channel ops (BatchNorm, GroupNorm, InstanceNorm,
+// MeanVarianceNormalization), with the statistics already folded per channel or per plane:
+// what plane_affine and row_affine share.
+//
+// Formula: y = (x - center) * scale + shift, then max(0, y) with `relu` (NaN stays NaN).
+//   center null: y = x * scale + shift, one FMA per element (BatchNorm inference, whose scale
+//   and shift were folded in double at plan creation). With a center (the batch mean rounded
+//   to float, its rounding error folded into shift), x - center is exact for x near the mean,
+//   so data with a large mean keep the accuracy of their deviations: one sub and one FMA.
+// Memory traffic per element: x read once, y written once (8 bytes), parameters from L1.
+//   With `stream`, y goes out with non-temporal stores (aligned body, scalar head and tail)
+//   and x is prefetched kStreamPrefetch floats ahead: beyond the last-level cache both are
+//   needed to approach the copy limit (docs/performance.md).
+// Partial vectors: a partial last vector is computed from a full vector ending at the row's
+//   end, loaded before the body is stored and stored last, so in-place use (y == x) stays
+//   correct. Rows shorter than a vector run scalar.
+// Preconditions: n >= 1; y == x with equal strides allowed, otherwise no overlap.
+
+/// Distance (floats) of the software prefetch in streaming passes: a single core's DRAM read
+/// bandwidth is bound by misses in flight, and the hardware prefetchers alone keep too few.
+inline constexpr std::size_t kStreamPrefetch = 1024;
+
+/// max(0, v) with NaN kept (fused ReLU).
+inline float relu_max(float v) { return v < 0.f ? 0.f : v; }
+inline scalar_vector relu_max(scalar_vector v) { return relu_max(v.v); }
+template <class V>
+inline V relu_max(const V& v) {
+  return select(v < V(0.f), V(0.f), v);
+}
+
+/// y[0, n) = f(x[0, n)) for a unary vector/scalar pair, with the overlapping partial last
+/// vector described in the banner, or streaming stores. Inlined into the plane and row loops:
+/// a 7x7 plane is 4 vectors, so a call per plane would cost as much as the plane.
+template <class V, bool Stream, class FV, class F1>
+SIMDNORM_ALWAYS_INLINE void map_row(const float* x, float* y, std::size_t n, FV fv, F1 f1) {
+  constexpr std::size_t W = V::size;
+  if constexpr (Stream) {  // large data: also prefetch x a few KiB ahead, as memcpy does
+    store_row<V, true>(y, n,
+                       [&](std::size_t i) {
+                         if (i % kLineFloats == 0)
+                           __builtin_prefetch(x + i + kStreamPrefetch, 0, 3);
+                         return fv(io::load<V>(x + i), i);
+                       },
+                       [&](std::size_t i) { return f1(io::load1(x + i), i); });
+    return;
+  }
+  if (n < W) {
+    for (std::size_t i = 0; i < n; ++i) io::store1(y + i, f1(io::load1(x + i), i));
+    return;
+  }
+  const std::size_t last = n - W;
+  const V tail = fv(io::load<V>(x + last), last);
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const V r0 = fv(io::load<V>(x + i), i), r1 = fv(io::load<V>(x + i + W), i + W);
+    const V r2 = fv(io::load<V>(x + i + 2 * W), i + 2 * W);
+    const V r3 = fv(io::load<V>(x + i + 3 * W), i + 3 * W);
+    io::store(y + i, r0);
+    io::store(y + i + W, r1);
+    io::store(y + i + 2 * W, r2);
+    io::store(y + i + 3 * W, r3);
+  }
+  for (; i + W <= n; i += W) io::store(y + i, fv(io::load<V>(x + i), i));
+  if (i < n) io::store(y + last, tail);
+}
+
+/// Run-time flags to template instances: K::run<V, Center, Relu, Stream>(job).
+template <class K, class V, bool Center, bool Relu, class Job>
+void dispatch_stream(const Job& j) {
+  if (j.stream) K::template run<V, Center, Relu, true>(j);
+  else K::template run<V, Center, Relu, false>(j);
+}
+
+template <class K, class V, class Job>
+void dispatch_affine(const Job& j) {
+  if (j.center && j.relu) dispatch_stream<K, V, true, true>(j);
+  else if (j.center) dispatch_stream<K, V, true, false>(j);
+  else if (j.relu) dispatch_stream<K, V, false, true>(j);
+  else dispatch_stream<K, V, false, false>(j);
+}

@@ -1,0 +1,117 @@
+// column_moments: the statistics of each of `cols` dense channels over `rows` strided rows
+// (NHWC, [N, C]) for the channel ops.
+//
+// Formula: common/moments-inl.hpp in two passes per chunk, as segment_moments: pass A sums
+//   (x - p) with p the channel's first value, pass B sums (x - center)^2 from L1.
+// Layout: SIMD lanes are channels, accumulated vertically (no horizontal reduction); a block
+//   of up to 4 vectors of channels is walked down kColumnChunkRows rows per chunk (the chunk
+//   stays in L1 for pass B) and the chunks of each channel are merged per lane, in double, in
+//   a loop over a fixed block of lanes that the compiler vectorizes (the scalar merge, ~20
+//   double operations per lane per chunk, was this pass's bottleneck). A last partial vector
+//   of channels overlaps the previous one (its lanes compute the same channels' values again,
+//   bit for bit); fewer channels than lanes run the one-lane kernel.
+// Memory traffic per element: NHWC reads x twice from memory (this pass, then the normalize
+//   pass): every channel spans the whole tensor, so no block of channels can be finished while
+//   it is still in cache. The statistics pass is read-only, so the traffic is 12 bytes per
+//   element instead of 8; the next chunk is prefetched during pass B, as in segment_moments.
+// Preconditions: rows, cols >= 1; no alignment.
+// Numerics: as the rows; each lane sums at most kColumnChunkRows terms in float before the
+//   double merge. Results depend only on the shape and the ISA, never on threads.
+
+/// Rows per chunk of column_moments: each lane sums this many values in float.
+inline constexpr std::size_t kColumnChunkRows = 64;
+
+template <class V>
+void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows, std::size_t cols,
+                    moments_f64* out) {
+  constexpr std::size_t W = V::size;
+  if constexpr (W > 1) {
+    if (cols < W) {
+      column_moments<scalar_vector>(x, row_stride, rows, cols, out);
+      return;
+    }
+  }
+  constexpr std::size_t B = 4 * W;  // channels per block
+  for (std::size_t c0 = 0; c0 < cols; c0 += B) {
+    const std::size_t nv = (cols - c0 >= B) ? 4 : (cols - c0 + W - 1) / W;
+    std::size_t off[4];
+    for (std::size_t j = 0; j < 4; ++j) {
+      const std::size_t o = c0 + j * W;
+      off[j] = j < nv ? (o + W <= cols ? o : cols - W) : off[0];
+    }
+    // Lanes past nv vectors stay zero: the per-lane merge below runs over all B lanes (a
+    // fixed count, so the compiler vectorizes it) and ignores them.
+    alignas(64) float p[B] = {}, s[B] = {}, center[B] = {}, q[B] = {};
+    alignas(64) double mean[B], m2[B];
+    for (std::size_t j = 0; j < nv; ++j) io::load<V>(x + off[j]).store_unaligned(p + j * W);
+    for (std::size_t r0 = 0; r0 < rows; r0 += kColumnChunkRows) {
+      const std::size_t r1 = rows - r0 < kColumnChunkRows ? rows : r0 + kColumnChunkRows;
+      const float* base = x + std::ptrdiff_t(r0) * row_stride;
+      const std::size_t n = r1 - r0;
+      // Pass A: per-lane sums of (x - p); two accumulators per vector (even and odd rows).
+      V a[4][2], vp[4];
+      for (std::size_t j = 0; j < 4; ++j) {
+        vp[j] = load<V>(p + j * W);
+        a[j][0] = a[j][1] = V(0.f);
+      }
+      std::size_t r = 0;
+      for (; r + 2 <= n; r += 2) {
+        const float* x0 = base + std::ptrdiff_t(r) * row_stride;
+        const float* x1 = x0 + row_stride;
+        for (std::size_t j = 0; j < nv; ++j) {
+          a[j][0] += io::load<V>(x0 + off[j]) - vp[j];
+          a[j][1] += io::load<V>(x1 + off[j]) - vp[j];
+        }
+      }
+      if (r < n)
+        for (std::size_t j = 0; j < nv; ++j)
+          a[j][0] += io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vp[j];
+      const V inv_n(float(1.0 / double(n)));
+      V vc[4];
+      for (std::size_t j = 0; j < nv; ++j) {
+        const V sj = a[j][0] + a[j][1];
+        sj.store_unaligned(s + j * W);
+        vc[j] = fma(sj, inv_n, vp[j]);
+        vc[j].store_unaligned(center + j * W);
+      }
+      // Pass B: per-lane sums of (x - center)^2, from L1; meanwhile the next chunk of this
+      // block is requested into L2, one vector's worth per vector (as segment_moments).
+      const float* nx = base + std::ptrdiff_t(n) * row_stride;
+      std::size_t n_pf = r1 + kColumnChunkRows <= rows ? kColumnChunkRows : rows - r1;
+      std::size_t jp = 0;
+      auto prefetch_next = [&] {
+        if (n_pf == 0) return;
+        __builtin_prefetch(nx + off[jp], 0, 2);
+        if (++jp == nv) jp = 0, nx += row_stride, --n_pf;
+      };
+      for (std::size_t j = 0; j < 4; ++j) a[j][0] = a[j][1] = V(0.f);
+      for (r = 0; r + 2 <= n; r += 2) {
+        const float* x0 = base + std::ptrdiff_t(r) * row_stride;
+        const float* x1 = x0 + row_stride;
+        for (std::size_t j = 0; j < nv; ++j) {
+          prefetch_next();
+          prefetch_next();
+          const V d0 = io::load<V>(x0 + off[j]) - vc[j], d1 = io::load<V>(x1 + off[j]) - vc[j];
+          a[j][0] = fma(d0, d0, a[j][0]);
+          a[j][1] = fma(d1, d1, a[j][1]);
+        }
+      }
+      if (r < n)
+        for (std::size_t j = 0; j < nv; ++j) {
+          const V d = io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vc[j];
+          a[j][0] = fma(d, d, a[j][0]);
+        }
+      for (std::size_t j = 0; j < nv; ++j) (a[j][0] + a[j][1]).store_unaligned(q + j * W);
+      // Per lane, in double: the chunk's moments merged into the channel's, over all B lanes
+      // so that the loop vectorizes.
+      const chan_weights w{double(r0), double(n)};
+      for (std::size_t l = 0; l < B; ++l) {
+        double cm, cm2;
+        chunk_moments(p[l], s[l], center[l], q[l], double(n), cm, cm2);
+        merge_moments(r0 == 0, w, cm, cm2, mean[l], m2[l]);
+      }
+    }
+    for (std::size_t j = 0; j < nv; ++j)
+      for (std::size_t l = 0; l < W; ++l) out[off[j] + l] = {mean[j * W + l], m2[j * W + l]};
+  }
+}

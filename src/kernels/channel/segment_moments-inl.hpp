@@ -1,0 +1,172 @@
+// segment_moments: statistics of the channel ops (BatchNorm training, GroupNorm,
+// InstanceNorm, MeanVarianceNormalization) whose values lie in segments: `count` segments of
+// `len` dense floats at a constant stride, taken as one row in segment order: an NCHW channel
+// (N planes of H*W), a GroupNorm group (C/G planes), a contiguous InstanceNorm plane.
+//
+// Formula: common/moments-inl.hpp, always in two passes per chunk: pass A sums (x - p) with a
+//   fixed shift p (the unit's first value), giving the chunk mean; pass B sums
+//   (x - center)^2 around the float nearest that mean, re-reading the chunk from L1. Unlike
+//   the rows, every chunk takes pass B (no one-read guard yet).
+// Chunks (chunk_walk) are pieces of kMomentChunk floats of a long segment (contiguous units
+//   are one segment), or short segments (7x7, 14x14 planes) packed whole, so the dependent
+//   scalar chain (reduction, division, merge) is paid once per chunk rather than once per
+//   plane. Within a chunk a segment's vectors go round-robin to 4 accumulators; a partial last
+//   vector is loaded overlapping the previous one with its old lanes masked. Up to 4 units run
+//   at once (adjacent channels: memory order, overlapping scalar tails). The kernel walks its
+//   own chunks rather than calling rows_moments_f32 so that, for data beyond the caches, it
+//   can request chunk j + 1 while pass B re-reads chunk j: a single core otherwise has nothing
+//   in flight during pass B and the reductions, and reads DRAM at about 2/3 of its streaming
+//   rate. NCHW finishes a channel, or 4 short ones, and normalizes it while it is in cache:
+//   x comes from memory once wherever a channel's slice fits in L3.
+// Memory traffic per element: x read once from memory, once more from L1 (pass B); the
+//   prefetches only move that read earlier.
+// Preconditions: count, len >= 1; no alignment.
+// Numerics: as the rows; each lane sums at most kMomentChunk / (4 W) terms in float before the
+//   double merge. Results depend only on the shape and the ISA, never on threads (callers
+//   merge partial results in a fixed order).
+
+/// Feeds the vectors of one segment piece c[0, len) to 4 accumulators, round-robin:
+/// add(j, v) for accumulator j and a vector v of x. A partial last vector (`overlap`) is loaded
+/// ending at len with its already-counted lanes set to `neutral` (whose term is zero); pieces
+/// shorter than a vector go element by element to add1.
+template <class V, class Add, class Add1>
+SIMDNORM_ALWAYS_INLINE void walk_segment(const float* c, std::size_t len, bool overlap,
+                                         const V& neutral, Add add, Add1 add1) {
+  constexpr std::size_t W = V::size;
+  const std::size_t body = len - len % W;
+  std::size_t i = 0;
+  for (; i + 4 * W <= body; i += 4 * W) {
+    add(0, io::load<V>(c + i));
+    add(1, io::load<V>(c + i + W));
+    add(2, io::load<V>(c + i + 2 * W));
+    add(3, io::load<V>(c + i + 3 * W));
+  }
+  if (i + 2 * W <= body) {
+    add(0, io::load<V>(c + i));
+    add(1, io::load<V>(c + i + W));
+    i += 2 * W;
+  }
+  if (i + W <= body) {
+    add(2, io::load<V>(c + i));
+    i += W;
+  }
+  if constexpr (W > 1) {
+    if (overlap)
+      add(3, select(lanes_from<V>(W - len % W), io::load<V>(c + len - W), neutral));
+    else
+      for (; i < len; ++i) add1(io::load1(c + i));
+  }
+}
+
+/// The chunks of a unit of `count` segments of `len` floats: a segment of at least
+/// kMomentChunk floats is cut into pieces of kMomentChunk (chunk j is piece j % cps of segment
+/// j / cps); shorter segments are packed whole, per_chunk to a chunk.
+struct chunk_walk {
+  std::size_t len, count, cps, per_chunk, chunks;
+  chunk_walk(std::size_t count_, std::size_t len_) : len(len_), count(count_) {
+    const bool long_seg = len >= kMomentChunk;
+    cps = long_seg ? (len + kMomentChunk - 1) / kMomentChunk : 1;
+    per_chunk = long_seg ? 1 : kMomentChunk / len;
+    chunks = long_seg ? count * cps : (count + per_chunk - 1) / per_chunk;
+  }
+  /// Chunk j: segments [k0, k1), each from offset `off`, `piece` floats long.
+  void span(std::size_t j, std::size_t& k0, std::size_t& k1, std::size_t& off,
+            std::size_t& piece) const {
+    if (cps > 1 || len >= kMomentChunk) {
+      k0 = j / cps, k1 = k0 + 1, off = (j % cps) * kMomentChunk;
+      piece = len - off < kMomentChunk ? len - off : kMomentChunk;
+    } else {
+      k0 = j * per_chunk, k1 = count - k0 < per_chunk ? count : k0 + per_chunk, off = 0,
+      piece = len;
+    }
+  }
+};
+
+/// Moments of R units at once; unit r is `count` segments of `len` floats at x[r] + k * stride,
+/// taken in order as one row, in the chunks of chunk_walk (a contiguous unit is one segment).
+/// Each unit goes through exactly the operations of the R = 1 case (bitwise independent of R);
+/// interleaving lets the units' dependent scalar tails overlap, and adjacent units (NCHW
+/// channels c..c+R-1) are read in memory order. While pass B re-reads chunk j from L1, the
+/// lines of chunk j + 1 are requested into L2, one per vector (banner).
+template <class V, std::size_t R>
+void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_t count,
+                        std::size_t len, moments_f64* out) {
+  constexpr std::size_t W = V::size;
+  if (count > 1 && stride == std::ptrdiff_t(len)) len *= count, count = 1;  // contiguous
+  const chunk_walk cw(count, len);
+  double mean[R] = {}, m2[R] = {};  // set by the first chunk
+  float p[R];
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = io::load1(x[r]);
+  double n_done = 0;
+  for (std::size_t j = 0; j < cw.chunks; ++j) {
+    std::size_t k0, k1, off, piece;
+    cw.span(j, k0, k1, off, piece);
+    const double n_chunk = double((k1 - k0) * piece);
+    const bool overlap = W > 1 && piece % W != 0 && piece >= W;
+    row_prefetcher pf[R];
+    if (j + 1 < cw.chunks) {
+      std::size_t nk0, nk1, noff, npiece;
+      cw.span(j + 1, nk0, nk1, noff, npiece);
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r)
+        pf[r] = {x[r] + std::ptrdiff_t(nk0) * stride + std::ptrdiff_t(noff), stride, nk1 - nk0,
+                 npiece, 0};
+    }
+
+    // Pass A: sum of (x - p); a segment's vectors go round-robin to 4 accumulators.
+    V a[R][4];
+    float ts[R];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
+      ts[r] = 0.f;
+    }
+    for (std::size_t k = k0; k < k1; ++k)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const V vp(p[r]);
+        walk_segment<V>(
+            x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vp,
+            [&](std::size_t j, const V& v) { a[r][j] += v - vp; },
+            [&](float v) { ts[r] += v - p[r]; });
+      }
+    float s[R], center[R];
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      s[r] = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
+      center[r] = p[r] + float(double(s[r]) / n_chunk);
+    }
+
+    // Pass B: sum of (x - center)^2, from L1; the next chunk is requested meanwhile.
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
+      ts[r] = 0.f;
+    }
+    for (std::size_t k = k0; k < k1; ++k)
+      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+        const V vc(center[r]);
+        walk_segment<V>(
+            x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vc,
+            [&](std::size_t j, const V& v) {
+              pf[r].step(kLineFloats);
+              const V d = v - vc;
+              a[r][j] = fma(d, d, a[r][j]);
+            },
+            [&](float v) { ts[r] += (v - center[r]) * (v - center[r]); });
+      }
+    const chan_weights w{n_done, n_chunk};
+    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      const float q = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
+      double cm, cm2;
+      chunk_moments(p[r], s[r], center[r], q, n_chunk, cm, cm2);
+      merge_moments(n_done == 0.0, w, cm, cm2, mean[r], m2[r]);
+    }
+    n_done += n_chunk;
+  }
+  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
+}
+
+/// Moments of `units` units, unit u at x[u]: 4 at a time, then one by one (same bits).
+template <class V>
+void segment_moments(const float* const* x, std::size_t units, std::ptrdiff_t stride,
+                     std::size_t count, std::size_t len, moments_f64* out) {
+  std::size_t u = 0;
+  for (; u + 4 <= units; u += 4) segments_moments_r<V, 4>(x + u, stride, count, len, out + u);
+  for (; u < units; ++u) segments_moments_r<V, 1>(x + u, stride, count, len, out + u);
+}

@@ -1,0 +1,27 @@
+// Software prefetch of data a kernel reads later, shared by the row and channel kernels.
+
+/// Floats per 64-byte cache line.
+inline constexpr std::size_t kLineFloats = 64 / sizeof(float);
+
+/// Prefetches `rows_left` rows of n floats, `stride` floats apart (rows of a matrix, or the
+/// segments of a channel chunk), into L2, one request per step of w floats (prefetcht1: L1 is
+/// busy with the data in hand). Kernels step it from the loops of their passes, so that memory
+/// reads are in flight while they compute as well as while they store: a single core's DRAM
+/// reads are bound by the misses it keeps in flight, and without these it has none during the
+/// reductions, the second pass over a chunk or a group's normalize. The default-constructed
+/// prefetcher does nothing.
+struct row_prefetcher {
+  const float* row = nullptr;
+  std::ptrdiff_t stride = 0;
+  std::size_t rows_left = 0, n = 0, i = 0;
+  void step(std::size_t w) {
+    if (rows_left == 0) return;
+    __builtin_prefetch(row + i, 0, 2);
+    i += w;
+    if (i >= n) {
+      i = 0;
+      row += stride;
+      --rows_left;
+    }
+  }
+};

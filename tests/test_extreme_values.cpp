@@ -1,0 +1,271 @@
+// LayerNorm, RMSNorm and Lp normalization at the edges of the float range, on every runnable ISA, against a
+// float64 reference: rows whose squared deviations (or squares) overflow float although the
+// normalized output is an ordinary number, rows near FLT_MAX, and RMSNorm rows whose squares
+// underflow (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so
+// squares reach at most 2^256 and their sums over a row 2^269, far inside double's range, and
+// the smallest inputs used (1e-37) square to 1e-74, far above double's underflow.
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using simdnorm::isa;
+using simdnorm::tensor_desc;
+
+constexpr double u = ref::u32;
+// Absolute rounding of a float rstd that falls below FLT_MIN (subnormal): half its spacing.
+constexpr double kSubnormalHalfUlp = 0x1p-150;
+
+const std::size_t kCols[] = {1, 7, 16, 17, 64, 100, 1024, 4099};
+constexpr std::size_t kRows = 20;  // a full 16-row short group, a partial one, long-row groups
+
+// Error bounds. depth = ref::accumulation_depth(D, lanes): the longest chain of float
+// additions in one accumulator of the kernels' sums, plus their reduction tree (each float
+// sum of positive terms then has a relative error <= depth * u).
+//
+// LayerNorm, for an element with z = (x - mean) / sigma, in units of sigma:
+// - mean: pass A sums x - p over the row with the shift p inside the row's range, so
+//   |mean - p| <= max |x - mean| <= sqrt(D) sigma, and sum |x - p| <= D sigma + D sqrt(D) sigma
+//   (Cauchy-Schwarz for the first term): the mean is off by at most
+//   e_mean = depth * u * (1 + sqrt(D)) (the float pair hi + lo represents it exactly).
+// - M2: pass B (or its scaled form; scaling by a power of two is exact) sums positive squares:
+//   relative error (depth + 2) u; the one-read form S2 - S1^2 / D, accepted only when
+//   S1^2 / D <= S2 / 4, at most (4/3) (1.5 depth + 2) u. Both are <= (2 depth + 3) u.
+// - rstd: half the relative error of M2, plus the sqrt, the division and the float rounding:
+//   e_rstd = (depth + 1.5 + 3) u, plus kSubnormalHalfUlp / rstd if rstd is subnormal.
+// - y = ((x - hi) * rstd - lo * rstd) * g + b rounds x - hi, the fms and the fma:
+//   |dy| <= |g| (e_mean + (e_rstd + 2u) |z|) + u |y|.
+// For D = 4099 and 16 lanes depth = 46, so e_mean = 3e-4 and the |z| term is 3e-6 |z|: the
+// mean term dominates, of order D * u for every D here, as expected of a shifted one-pass sum.
+double ln_rstd_rel(double depth, double rstd) {
+  const double sub = rstd < FLT_MIN ? kSubnormalHalfUlp / rstd : 0.0;
+  return (depth + 4.5) * u + sub;
+}
+double ln_bound(double depth, std::size_t d, double z, double g, double y, double rstd) {
+  const double e_mean = depth * u * (1.0 + std::sqrt(double(d)));
+  return std::fabs(g) * (e_mean + (ln_rstd_rel(depth, rstd) + 2 * u) * std::fabs(z)) +
+         u * std::fabs(y) + 1e-30;
+}
+
+// RMSNorm: the sum of squares has relative error (depth + 1) u (each square rounds once);
+// rstd half of that plus the scaling by 1 / D, eps, the sqrt, the division and the float
+// rounding (<= 4 u), plus kSubnormalHalfUlp / rstd when rstd is subnormal; y = x * rstd * g
+// rounds twice more.
+double rms_rstd_rel(double depth, double rstd) {
+  const double sub = rstd < FLT_MIN ? kSubnormalHalfUlp / rstd : 0.0;
+  return ((depth + 1) / 2 + 4) * u + sub;
+}
+double rms_bound(double depth, double y, double rstd) {
+  return (rms_rstd_rel(depth, rstd) + 2 * u) * std::fabs(y) + 1e-30;
+}
+
+// Lp, y = x * rs with rs = 1 / ||x||_p (eps 0 or below the norm): the norm's sum has a
+// relative error of at most ref::sum_depth * u (halved by the sqrt for p = 2; a chunk summed
+// again in double does better), 1 / norm and the float rs round twice more, plus half a
+// subnormal spacing when rs falls below FLT_MIN (norms beyond 1 / FLT_MIN, about 8.5e37); the
+// product x * rs rounds once more.
+double lp_rs_rel(double depth, int p, double rs) {
+  const double sub = rs < FLT_MIN ? kSubnormalHalfUlp / rs : 0.0;
+  return ((p == 2 ? depth / 2 : depth) + 2) * u + sub;
+}
+
+enum class op { layer_norm, rms_norm, l1_norm, l2_norm };
+
+struct outcome {
+  std::size_t bad = 0;
+  std::string first;
+  void fail(const std::string& what) {
+    if (bad++ == 0) first = what;
+  }
+};
+
+// Runs one [kRows, D] case on the active ISA and checks y and rstd against float64.
+void check(isa active, op which, std::size_t d, const std::vector<float>& x, float eps,
+           const char* what) {
+  const std::string name = what;  // doctest 2.4.9 prints a char* as a pointer
+  CAPTURE(name);
+  CAPTURE(d);
+  std::vector<float> g(d), b(d), y(x.size(), 7.25f), rstd(kRows, -1.f);
+  test::fill_normal(g.data(), d, 11, 1.0, 0.3);
+  test::fill_normal(b.data(), d, 12, 0.0, 1.0);
+  const tensor_desc desc =
+      tensor_desc::contiguous({std::int64_t(kRows), std::int64_t(d)});
+  simdnorm::plan p;
+  if (which == op::layer_norm) {
+    simdnorm::layer_norm_params prm;
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::layer_norm(desc, desc, prm, &p).ok());
+  } else if (which == op::rms_norm) {
+    simdnorm::rms_norm_params prm;
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::rms_norm(desc, desc, prm, &p).ok());
+  } else {
+    simdnorm::lp_norm_params prm;
+    prm.p = which == op::l1_norm ? 1 : 2;
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::lp_norm(desc, desc, prm, &p).ok());
+  }
+  const bool lp = which == op::l1_norm || which == op::l2_norm;
+  REQUIRE(p.kernel_isa() == active);
+  simdnorm::norm_args a;
+  a.x = x.data();
+  a.y = y.data();
+  a.gamma = lp ? nullptr : g.data();
+  a.beta = which == op::layer_norm ? b.data() : nullptr;
+  a.rstd = rstd.data();
+  REQUIRE(p.execute(a).ok());
+
+  const double depth = ref::accumulation_depth(d, test::lanes(active));
+  std::vector<double> yr(d);
+  outcome o;
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const float* xr = x.data() + r * d;
+    const float* yk = y.data() + r * d;
+    const std::string row = "row " + std::to_string(r);
+    if (which == op::layer_norm) {
+      ref::row_stats st;
+      ref::layer_norm_row(xr, d, g.data(), b.data(), eps, yr.data(), &st);
+      const double rs = 1.0 / std::sqrt(st.var + eps);
+      for (std::size_t i = 0; i < d; ++i) {
+        const double z = (xr[i] - st.mean) * rs;
+        if (!(std::fabs(yk[i] - yr[i]) <= ln_bound(depth, d, z, g[i], yr[i], rs)))
+          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) +
+                 " want " + std::to_string(yr[i]));
+      }
+      if (!(std::fabs(rstd[r] - rs) <= ln_rstd_rel(depth, rs) * rs))
+        o.fail(row + ": rstd " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
+    } else if (lp) {
+      const int pw = which == op::l1_norm ? 1 : 2;
+      const double rs = 1.0 / std::max(ref::lp_norm(xr, d, pw), double(eps));
+      const double depth_lp = ref::sum_depth(d, test::lanes(active));
+      for (std::size_t i = 0; i < d; ++i) {
+        const double want = xr[i] * rs;
+        if (!(std::fabs(yk[i] - want) <= (lp_rs_rel(depth_lp, pw, rs) + u) * std::fabs(want) +
+                                              kSubnormalHalfUlp))
+          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) +
+                 " want " + std::to_string(want));
+      }
+      if (!(std::fabs(rstd[r] - rs) <= lp_rs_rel(depth_lp, pw, rs) * rs))
+        o.fail(row + ": rs " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
+    } else {
+      const double rs = ref::rms_rstd(xr, d, eps);
+      ref::rms_norm_row(xr, d, g.data(), eps, yr.data());
+      for (std::size_t i = 0; i < d; ++i)
+        if (!(std::fabs(yk[i] - yr[i]) <= rms_bound(depth, yr[i], rs)))
+          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) +
+                 " want " + std::to_string(yr[i]));
+      if (!(std::fabs(rstd[r] - rs) <= rms_rstd_rel(depth, rs) * rs))
+        o.fail(row + ": rstd " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
+    }
+  }
+  CHECK_MESSAGE(o.bad == 0, o.first);
+}
+
+// Row r of kRows: its value of a parameter spread over [lo, hi] in log10.
+double log_spread(std::size_t r, double lo, double hi) {
+  return std::pow(10.0, lo + (hi - lo) * double(r) / double(kRows - 1));
+}
+
+// Rows of mean +-10^(18 .. 38.4) (alternating signs) with spreads 10^19 .. 10^33: a spread of
+// 10^19 around a mean of 10^18 mixes signs within the row; near 10^38 a spread of 10^33 is
+// about 50 float spacings. Squared deviations overflow float in every row.
+std::vector<float> large_means(std::size_t d, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01;
+  std::vector<float> x(kRows * d);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const double mean = (r % 2 ? -1.0 : 1.0) * log_spread(r, 18.0, 38.4);
+    const double sd = std::min(std::max(std::fabs(mean) * 1e-2, 1e19), 1e33);
+    for (std::size_t i = 0; i < d; ++i) x[r * d + i] = float(mean + sd * n01(rng));
+  }
+  return x;
+}
+
+// Standard normal values with one element of magnitude h (sign alternating by row) at a
+// position that moves with the row: h from 4e19 (the variance about 1e38, just representable
+// in float) to 1e30.
+std::vector<float> one_huge(std::size_t d, std::uint32_t seed) {
+  std::vector<float> x(kRows * d);
+  test::fill_normal(x.data(), x.size(), seed);
+  for (std::size_t r = 0; r < kRows; ++r)
+    x[r * d + (r * 7) % d] = float((r % 2 ? -1.0 : 1.0) * 4.0 * log_spread(r, 19.0, 29.4));
+  return x;
+}
+
+// Rows at 0.99 FLT_MAX (sign alternating by row) with a spread of 1e33 (about 50 spacings).
+std::vector<float> near_max(std::size_t d, std::uint32_t seed) {
+  std::vector<float> x(kRows * d);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01;
+  for (std::size_t r = 0; r < kRows; ++r)
+    for (std::size_t i = 0; i < d; ++i)
+      x[r * d + i] = float((r % 2 ? -1.0 : 1.0) * 0.99 * FLT_MAX + 1e33 * n01(rng));
+  return x;
+}
+
+// Mixed-sign normal values scaled by 10^lo .. 10^hi (one scale per row).
+std::vector<float> scaled_rows(std::size_t d, std::uint32_t seed, double lo, double hi) {
+  std::vector<float> x(kRows * d);
+  test::fill_normal(x.data(), x.size(), seed);
+  for (std::size_t r = 0; r < kRows; ++r)
+    for (std::size_t i = 0; i < d; ++i) x[r * d + i] = float(x[r * d + i] * log_spread(r, lo, hi));
+  return x;
+}
+
+// Values near +-FLT_MAX for RMSNorm: their mean square is about 1e77.
+std::vector<float> rms_near_max(std::size_t d, std::uint32_t seed) {
+  std::vector<float> x(kRows * d);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> f(0.5, 0.999);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i % 3 ? 1.0 : -1.0) * f(rng) * FLT_MAX);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm: rows whose squared deviations overflow float match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 100;
+    for (std::size_t d : kCols) {
+      check(i, op::layer_norm, d, large_means(d, seed++), 1e-5f, "large means");
+      check(i, op::layer_norm, d, one_huge(d, seed++), 1e-5f, "one huge element");
+      check(i, op::layer_norm, d, near_max(d, seed++), 1e-5f, "near FLT_MAX");
+    }
+  });
+}
+
+TEST_CASE("rms_norm: rows whose squares overflow or underflow float match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 200;
+    for (std::size_t d : kCols) {
+      check(i, op::rms_norm, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-6f, "large values");
+      check(i, op::rms_norm, d, one_huge(d, seed++), 1e-6f, "one huge element");
+      check(i, op::rms_norm, d, rms_near_max(d, seed++), 1e-6f, "near FLT_MAX");
+      check(i, op::rms_norm, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f, "tiny values, eps 0");
+      std::vector<float> tiny(kRows * d);
+      test::fill_normal(tiny.data(), tiny.size(), seed++, 0.0, 1e-25);
+      check(i, op::rms_norm, d, tiny, 0.f, "rows of 1e-25, eps 0");
+    }
+  });
+}
+
+TEST_CASE("lp_norm: rows whose sums overflow or underflow float match float64 (p = 1, 2)") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 300;
+    for (std::size_t d : kCols) {
+      for (op which : {op::l1_norm, op::l2_norm}) {
+        check(i, which, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-12f, "large values");
+        check(i, which, d, one_huge(d, seed++), 1e-12f, "one huge element");
+        check(i, which, d, rms_near_max(d, seed++), 0.f, "near FLT_MAX, eps 0");
+        check(i, which, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f, "tiny values, eps 0");
+      }
+    }
+  });
+}
