@@ -152,8 +152,8 @@ inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher&
   return row_chunked_sum_f32<V>(
       x, n, pf, [](V q, V v) SIMDNORM_LAMBDA_INLINE { return fma(v, v, q); },
       [](float v) { return v * v; },
-      [](float q, const float* c, std::size_t len) {
-        if (squares_lost(q, float(len) * FLT_MIN))
+      [](float q, const float* c, std::size_t len) SIMDNORM_LAMBDA_INLINE {
+        if (__builtin_expect(squares_lost(q, float(len) * FLT_MIN), 0))
           return scaled_sum_squares<V>(c, len, 0.f, q > FLT_MAX ? kDownScale : kUpScale);
         return double(q);
       });
