@@ -8,8 +8,9 @@
 // the oneTBB default executor (serial in a build without oneTBB) and a host pool of
 // std::threads may drive plans at the same time; a plan runs the ISA it captured when it was
 // made (plan::kernel_isa(), and its outputs match a serial run on that ISA), whatever
-// force_isa / reset_isa do meanwhile. Every op of simdnorm/op_list.h takes part, BatchNorm in
-// both modes and both schedules of its statistics (planes split into phases, columns).
+// force_isa / reset_isa do meanwhile; the C API's last error message is per thread. Every op
+// of simdnorm/op_list.h takes part, BatchNorm in both modes and both schedules of its
+// statistics (planes split into phases, columns).
 // Why: hosts share plans between request threads and switch the ISA as a global; a data race
 // there corrupts outputs silently. scripts/tsan.sh runs this suite under ThreadSanitizer (in
 // a build without oneTBB, which is not instrumented); the regular build runs it with oneTBB.
@@ -27,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "simdnorm/simdnorm.h"
 #include "test_util.hpp"
 
 namespace {
@@ -576,6 +578,48 @@ TEST_CASE("concurrency: force_isa and reset_isa while other threads make and run
   for (isa i : seen) names += std::string(simdnorm::isa_name(i)) + " ";
   MESSAGE("ISAs captured by plans made during switching: " << names << "(of " << refs.size()
                                                            << " runnable)");
+}
+
+TEST_CASE("concurrency: C API plans and per-thread error messages from several threads") {
+  simdnorm::reset_isa();
+  const auto& refs = references();
+  const op_case& c = cases()[0];  // LayerNorm, gamma, beta, mean and rstd, C API defaults
+  REQUIRE(c.name == "layer_norm long rows");
+  simdnorm_tensor_desc d;
+  REQUIRE(simdnorm_tensor_contiguous(&d, c.desc.ndim, c.desc.shape) == SIMDNORM_OK);
+  failures f;
+  run_threads(kThreads, [&](std::size_t t) {
+    io out(c);
+    for (int iter = 0; iter < 20; ++iter) {
+      // A failure of this thread's own, then a success: the last error stays this thread's.
+      simdnorm_layer_norm_params bad = simdnorm_layer_norm_params_default();
+      bad.eps = -float(t + 1);
+      simdnorm_plan_t none = nullptr;
+      if (simdnorm_plan_layer_norm(&d, &d, &bad, &none) != SIMDNORM_INVALID_ARGUMENT || none)
+        f.add("a negative eps was not refused");
+      const std::string want = "eps=-" + std::to_string(t + 1);
+      simdnorm_plan_t p = nullptr;
+      if (simdnorm_plan_layer_norm(&d, &d, nullptr, &p) != SIMDNORM_OK) {
+        f.add(std::string("C plan: ") + simdnorm_last_error_message());
+        continue;
+      }
+      out.reset();
+      const norm_args a = out.args();
+      simdnorm_norm_args ca{};
+      ca.x = a.x, ca.y = a.y, ca.gamma = a.gamma, ca.beta = a.beta, ca.mean = a.mean;
+      ca.rstd = a.rstd;
+      const simdnorm_isa pi = simdnorm_plan_isa(p);
+      if (simdnorm_plan_execute(p, &ca, nullptr) != SIMDNORM_OK)
+        f.add(std::string("C execute: ") + simdnorm_last_error_message());
+      else if (!out.same_outputs(refs.at(isa(pi))[0]))
+        f.add("C API outputs differ from the serial run");
+      simdnorm_plan_destroy(p);
+      const std::string last = simdnorm_last_error_message();
+      if (last.find(want) == std::string::npos)
+        f.add("thread " + std::to_string(t) + ": last error '" + last + "', expected " + want);
+    }
+  });
+  CHECK_MESSAGE(f.count() == 0, f.text());
 }
 
 }  // namespace
