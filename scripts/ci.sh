@@ -8,6 +8,7 @@
 #             fall back to avx2_fma / sse4_2 there and the suite must pass on it (quick mode:
 #             the selected ISA only, largest sizes skipped; see tests/test_util.hpp)
 #   asan      AddressSanitizer + UBSan build, the full suite (every ISA), must be clean
+#   tsan      ThreadSanitizer build of the concurrency test (scripts/tsan.sh), must be clean
 #   arm       aarch64 cross build (NEON) with oneTBB and the benchmark, against Debian's arm64
 #             packages extracted into <build root>/arm-sysroot; whole suite under qemu-aarch64
 #             (quick mode), the suite again with SIMDNORM_ISA=neon64 and on a NEON-only CPU
@@ -29,10 +30,10 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-  stages=(release isa-env qemu-x86 asan arm package)
+  stages=(release isa-env qemu-x86 asan tsan arm package)
   # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
   # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
-  [ "$(uname -m)" = x86_64 ] || stages=(release isa-env asan package)
+  [ "$(uname -m)" = x86_64 ] || stages=(release isa-env asan tsan package)
 fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
@@ -143,6 +144,11 @@ stage_asan() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$build/asan" --output-on-failure -j"$jobs" --timeout 1200
+}
+
+# ---- tsan: ThreadSanitizer over the concurrency test ------------------------------------------
+stage_tsan() {
+  "$root/scripts/tsan.sh" "$build/tsan"
 }
 
 # ---- arm: aarch64 cross build, tests and a benchmark smoke under qemu-aarch64 -----------------
