@@ -1086,6 +1086,10 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     m.has_counter = true;
     args.num_batches_tracked = &m.counter;
   }
+  // Known library issue (tests/fuzz/known/batch_norm_counter_int64_max_overflow): BatchNorm
+  // training increments *num_batches_tracked = INT64_MAX (signed overflow). Not run until fixed.
+  if (planned && c.op == kBatchNorm && c.bn.training && m.has_counter && m.counter == kI64Max)
+    return 0;
   if (misuse == 8) args.x = nullptr;
   if (misuse == 9) args.y = nullptr;
   m.snapshot_all();
@@ -1320,6 +1324,17 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   }
   md.folds_scale = c.op >= kBatchNorm;
   const fuzzref::result ref = fuzzref::compute(md, xl);
+  auto print_unit = [&](std::int64_t unit) {
+    const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
+    std::fprintf(stderr, "unit %lld: n %g mean %.17g var %.17g rstd %.17g; values:",
+                 (long long)unit, q.n, q.mean, q.var, q.rstd);
+    for (std::int64_t j = 0, shown = 0; j < numel && shown < 32; ++j)
+      if (md.unit_of[std::size_t(j)] == unit) {
+        std::fprintf(stderr, " %a", double(xl[std::size_t(j)]));
+        ++shown;
+      }
+    std::fprintf(stderr, "\n");
+  };
   const float* yv = m.y();
   for (std::int64_t i = 0; i < numel; ++i) {
     const float got = yv[yo[std::size_t(i)]];
@@ -1328,16 +1343,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
                    (long long)i, double(got), ref.y.value[std::size_t(i)],
                    ref.y.tol[std::size_t(i)], int(ref.y.kind[std::size_t(i)]),
                    double(xl[std::size_t(i)]));
-      const std::int64_t unit = md.unit_of[std::size_t(i)];
-      const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
-      std::fprintf(stderr, "unit %lld: n %g mean %.17g var %.17g rstd %.17g; values:",
-                   (long long)unit, q.n, q.mean, q.var, q.rstd);
-      for (std::int64_t j = 0, shown = 0; j < numel && shown < 32; ++j)
-        if (md.unit_of[std::size_t(j)] == unit) {
-          std::fprintf(stderr, " %a", double(xl[std::size_t(j)]));
-          ++shown;
-        }
-      std::fprintf(stderr, "\n");
+      print_unit(md.unit_of[std::size_t(i)]);
       FUZZ_CHECK(!"y matches the float64 reference");
     }
   }
@@ -1347,6 +1353,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       if (!e.ok(std::size_t(k), b.data[k])) {
         std::fprintf(stderr, "%s[%lld] = %.9g, reference %.17g (tol %.3g)\n", name, (long long)k,
                      double(b.data[k]), e.value[std::size_t(k)], e.tol[std::size_t(k)]);
+        print_unit(k);
         FUZZ_CHECK(!"saved statistics match the float64 reference");
       }
   };

@@ -234,7 +234,9 @@ inline result compute(const model& m, const std::vector<float>& x) {
     if (m.folds_scale && g != 0 && std::fabs(g) * q.rstd < 0x1p-126) continue;  // subnormal scale
     r.y.kind[i] = want::close;
     r.y.value[i] = y;
+    const double ds = dp * kU * s;  // the (depth u s)^2 term: see the saved rstd below
     r.y.tol[i] = 4 * dp * kU * std::fabs(g) * (s + std::fabs(z) * (1 + s)) +
+                 4 * ds * ds * std::fabs(g * z) +
                  8 * kU * (std::fabs(y) + std::fabs(b) + std::fabs(g * z)) +
                  0x1p-120 * (1 + std::fabs(xv) + std::fabs(z) + std::fabs(g));
   }
@@ -262,7 +264,11 @@ inline result compute(const model& m, const std::vector<float>& x) {
     if (q.rstd <= 0x1p120) {
       r.rstd.kind[k] = want::close;
       r.rstd.value[k] = q.rstd;
-      r.rstd.tol[k] = (4 * dp + 8) * kU * q.rstd + 0x1p-140;
+      // sigma's relative error (see the top): depth u, plus depth u s through the merge of
+      // chunk means, plus (depth u s)^2 where a poor float mean (p = 0) enters the variance
+      const bool centered = m.fam == family::centered || m.fam == family::mvn;
+      const double ds = centered ? dp * kU * P * q.rstd : 0.0;
+      r.rstd.tol[k] = ((4 * dp + 8) * kU + 4 * ds + 4 * ds * ds) * q.rstd + 0x1p-140;
     }
     if (!m.bn_training || m.run_mean_in == nullptr) continue;
     const double rm = m.run_mean_in[k], rv = m.run_var_in[k];
