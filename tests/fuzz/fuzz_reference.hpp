@@ -25,7 +25,8 @@
 // used is twice that, 4 depth u |g| (s + |z| (1 + s)) + 8 u (|y| + |b| + |g z|) with
 // s = P rstd: the |z| s term covers units of several chunks, whose chunk means (each off by
 // up to depth u P) enter the double merge of the variance through Chan's delta^2 term; plus an
-// absolute 2^-120 (1 + |x| + |z| + |g|) for the roundings of subnormal intermediates. For n = 9
+// absolute 2^-120 (1 + |x| + |z| + |g|) + 2^-147 rstd |g| for the roundings of subnormal
+// intermediates (x - mean can be off by a subnormal step, which rstd scales). For n = 9
 // and s ~ 3 this is about 1e-5 |g| (s + 4 |z|); for n >= 2048 about 5e-4 times that.
 //
 // What is not value-checked (and why): a unit whose inputs are not all finite (its outputs may
@@ -238,7 +239,8 @@ inline result compute(const model& m, const std::vector<float>& x) {
     r.y.tol[i] = 4 * dp * kU * std::fabs(g) * (s + std::fabs(z) * (1 + s)) +
                  4 * ds * ds * std::fabs(g * z) +
                  8 * kU * (std::fabs(y) + std::fabs(b) + std::fabs(g * z)) +
-                 0x1p-120 * (1 + std::fabs(xv) + std::fabs(z) + std::fabs(g));
+                 0x1p-120 * (1 + std::fabs(xv) + std::fabs(z) + std::fabs(g)) +
+                 0x1p-147 * q.rstd * std::fabs(g);  // x - mean rounded to a subnormal step
   }
 
   // Saved statistics (mean, rstd) and the BatchNorm running statistics, per unit.
