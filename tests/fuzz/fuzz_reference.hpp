@@ -26,8 +26,11 @@
 // s = P rstd: the |z| s term covers units of several chunks, whose chunk means (each off by
 // up to depth u P) enter the double merge of the variance through Chan's delta^2 term; plus an
 // absolute 2^-120 (1 + |x| + |z| + |g|) + 2^-147 rstd |g| for the roundings of subnormal
-// intermediates (x - mean can be off by a subnormal step, which rstd scales). For n = 9
-// and s ~ 3 this is about 1e-5 |g| (s + 4 |z|); for n >= 2048 about 5e-4 times that.
+// intermediates (x - mean can be off by a subnormal step, which rstd scales). Where p = 0
+// the float mean is only depth u max|x| close and enters the variance squared, so y and the
+// saved rstd also allow a relative 4 (depth u s)^2 (which leaves such rows with a large mean
+// nearly unchecked: plan.hpp documents that mode as lossy). For n = 9 and s ~ 3 the bound is
+// about 1e-5 |g| (s + 4 |z|); for n >= 2048 about 5e-4 times that.
 //
 // What is not value-checked (and why): a unit whose inputs are not all finite (its outputs may
 // be NaN or Inf; only the other units are checked, which is the confinement check), and a unit
