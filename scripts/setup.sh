@@ -6,6 +6,8 @@
 #   scripts/setup.sh --cross    also the aarch64 cross compiler and qemu-user (ARM tests)
 #   scripts/setup.sh --plots    also Debian's python3-matplotlib (benchmark report charts)
 #   scripts/setup.sh --ci       what scripts/ci.sh needs: --cross plus pkg-config
+#   scripts/setup.sh --fuzz     also clang-16 and its sanitizer runtimes (libFuzzer harness,
+#                               scripts/fuzz.sh)
 #   scripts/setup.sh --arm-sysroot DIR
 #                               --cross, plus Debian's arm64 oneTBB and Google Benchmark
 #                               packages downloaded and extracted into DIR (for the toolchain
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
     --plots) pkgs+=(python3-matplotlib) ;;
     --qemu)  pkgs+=(qemu-user) ;;
     --ci)    pkgs+=("${cross[@]}" pkg-config) ;;
+    --fuzz)  pkgs+=(clang-16 libclang-rt-16-dev) ;;
     --arm-sysroot)
       [ $# -ge 2 ] || { echo "setup.sh: --arm-sysroot needs a directory" >&2; exit 2; }
       arm_sysroot=$2; shift

@@ -2,6 +2,7 @@
 // of the last failure. Every entry point catches everything: no exception crosses extern "C".
 #include "simdnorm/simdnorm.h"
 
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -52,7 +53,18 @@ simdnorm_status guarded(const char* fn, F&& body) noexcept {
   }
 }
 
-bool valid_isa(simdnorm_isa i) noexcept { return simdnorm::isa_lanes(simdnorm::isa(i)) != 0; }
+// C enum inputs as the 32-bit value the caller stored. A C caller may pass any bit pattern of
+// the enum's type, and a C++ load of one outside the enumerators' range is undefined (UBSan
+// -fsanitize=enum traps on it), so enum arguments and fields are read through their bytes.
+template <class E>
+int raw(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(std::int32_t), "the C enums are 32-bit");
+  std::int32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+bool valid_isa(int i) noexcept { return simdnorm::isa_lanes(simdnorm::isa(i)) != 0; }
 
 status to_desc(const simdnorm_tensor_desc* in, const char* name, simdnorm::tensor_desc* out) noexcept {
   if (in == nullptr) return status::error(status_code::invalid_argument, "%s is null", name);
@@ -95,16 +107,16 @@ status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params*
   q->normalized_ndim = p->normalized_ndim;
   q->eps = p->eps;
   q->compensated_mean = p->compensated_mean != 0;
-  q->stores = simdnorm::store_policy(p->stores);
-  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+  q->stores = simdnorm::store_policy(raw(p->stores));
+  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
 }
 
 status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) noexcept {
   if (p == nullptr) return {};
   q->normalized_ndim = p->normalized_ndim;
   q->eps = p->eps;
-  q->stores = simdnorm::store_policy(p->stores);
-  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+  q->stores = simdnorm::store_policy(raw(p->stores));
+  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
 }
 
 status convert(const simdnorm_lp_norm_params* p, simdnorm::lp_norm_params* q) noexcept {
@@ -112,47 +124,47 @@ status convert(const simdnorm_lp_norm_params* p, simdnorm::lp_norm_params* q) no
   q->axis = p->axis;
   q->p = p->p;
   q->eps = p->eps;
-  q->stores = simdnorm::store_policy(p->stores);
-  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+  q->stores = simdnorm::store_policy(raw(p->stores));
+  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
 }
 
 status convert(const simdnorm_batch_norm_params* p, simdnorm::batch_norm_params* q) noexcept {
   if (p == nullptr) return {};
-  q->layout = simdnorm::channel_layout(p->layout);
+  q->layout = simdnorm::channel_layout(raw(p->layout));
   q->eps = p->eps;
   q->training = p->training != 0;
   q->fuse_relu = p->fuse_relu != 0;
-  q->stores = simdnorm::store_policy(p->stores);
+  q->stores = simdnorm::store_policy(raw(p->stores));
   q->running_mean = p->running_mean;
   q->running_var = p->running_var;
   q->gamma = p->gamma;
   q->beta = p->beta;
   q->momentum = p->momentum;
-  q->convention = simdnorm::momentum_convention(p->convention);
+  q->convention = simdnorm::momentum_convention(raw(p->convention));
   q->cumulative = p->cumulative != 0;
-  status s = check_enum(p->layout, SIMDNORM_NHWC, "layout");
-  if (s) s = check_enum(p->convention, SIMDNORM_MOMENTUM_ONNX, "convention");
-  return s ? check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores") : s;
+  status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
+  if (s) s = check_enum(raw(p->convention), SIMDNORM_MOMENTUM_ONNX, "convention");
+  return s ? check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores") : s;
 }
 
 status convert(const simdnorm_group_norm_params* p, simdnorm::group_norm_params* q) noexcept {
   if (p == nullptr) return {};
   q->num_groups = p->num_groups;
-  q->layout = simdnorm::channel_layout(p->layout);
+  q->layout = simdnorm::channel_layout(raw(p->layout));
   q->eps = p->eps;
   q->per_group_affine = p->per_group_affine != 0;
-  q->stores = simdnorm::store_policy(p->stores);
-  status s = check_enum(p->layout, SIMDNORM_NHWC, "layout");
-  return s ? check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores") : s;
+  q->stores = simdnorm::store_policy(raw(p->stores));
+  status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
+  return s ? check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores") : s;
 }
 
 status convert(const simdnorm_instance_norm_params* p, simdnorm::instance_norm_params* q) noexcept {
   if (p == nullptr) return {};
-  q->layout = simdnorm::channel_layout(p->layout);
+  q->layout = simdnorm::channel_layout(raw(p->layout));
   q->eps = p->eps;
-  q->stores = simdnorm::store_policy(p->stores);
-  status s = check_enum(p->layout, SIMDNORM_NHWC, "layout");
-  return s ? check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores") : s;
+  q->stores = simdnorm::store_policy(raw(p->stores));
+  status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
+  return s ? check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores") : s;
 }
 
 status convert(const simdnorm_mean_variance_norm_params* p,
@@ -161,8 +173,8 @@ status convert(const simdnorm_mean_variance_norm_params* p,
   q->num_axes = p->num_axes;
   for (int i = 0; i < SIMDNORM_MAX_DIMS; ++i) q->axes[i] = p->axes[i];
   q->eps = p->eps;
-  q->stores = simdnorm::store_policy(p->stores);
-  return check_enum(p->stores, SIMDNORM_STORES_STREAMING, "stores");
+  q->stores = simdnorm::store_policy(raw(p->stores));
+  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
 }
 
 // A host pool given as C callbacks, seen by the C++ plan as an executor.
@@ -242,13 +254,13 @@ simdnorm_status one_shot(const char* fn, const simdnorm_tensor_desc* x, const si
 extern "C" {
 
 const char* simdnorm_status_string(simdnorm_status s) {
-  return simdnorm::to_string(status_code(s));
+  return simdnorm::to_string(status_code(raw(s)));
 }
 
 const char* simdnorm_last_error_message(void) { return t_last_error; }
 
 const char* simdnorm_isa_name(simdnorm_isa isa) {
-  return valid_isa(isa) ? simdnorm::isa_name(simdnorm::isa(isa)) : "unknown";
+  return valid_isa(raw(isa)) ? simdnorm::isa_name(simdnorm::isa(raw(isa))) : "unknown";
 }
 
 simdnorm_status simdnorm_isa_from_name(const char* name, simdnorm_isa* out) {
@@ -261,9 +273,11 @@ simdnorm_status simdnorm_isa_from_name(const char* name, simdnorm_isa* out) {
   return SIMDNORM_OK;
 }
 
-int simdnorm_isa_lanes(simdnorm_isa isa) { return simdnorm::isa_lanes(simdnorm::isa(isa)); }
+int simdnorm_isa_lanes(simdnorm_isa isa) { return simdnorm::isa_lanes(simdnorm::isa(raw(isa))); }
 
-int simdnorm_isa_has_fma(simdnorm_isa isa) { return simdnorm::isa_has_fma(simdnorm::isa(isa)); }
+int simdnorm_isa_has_fma(simdnorm_isa isa) {
+  return simdnorm::isa_has_fma(simdnorm::isa(raw(isa)));
+}
 
 size_t simdnorm_compiled_isas(simdnorm_isa* out, size_t capacity) {
   std::size_t n = 0;
@@ -273,15 +287,16 @@ size_t simdnorm_compiled_isas(simdnorm_isa* out, size_t capacity) {
 }
 
 int simdnorm_cpu_supports(simdnorm_isa isa) {
-  return valid_isa(isa) && simdnorm::cpu_supports(simdnorm::isa(isa)) ? 1 : 0;
+  return valid_isa(raw(isa)) && simdnorm::cpu_supports(simdnorm::isa(raw(isa))) ? 1 : 0;
 }
 
 simdnorm_isa simdnorm_active_isa(void) { return simdnorm_isa(simdnorm::active_isa()); }
 
 simdnorm_status simdnorm_force_isa(simdnorm_isa isa) {
-  if (!valid_isa(isa))
-    return record(status::error(status_code::invalid_argument, "simdnorm_force_isa(%d): not an ISA", int(isa)));
-  return record(simdnorm::force_isa(simdnorm::isa(isa)));
+  if (!valid_isa(raw(isa)))
+    return record(status::error(status_code::invalid_argument,
+                                "simdnorm_force_isa(%d): not an ISA", raw(isa)));
+  return record(simdnorm::force_isa(simdnorm::isa(raw(isa))));
 }
 
 void simdnorm_reset_isa(void) { simdnorm::reset_isa(); }

@@ -33,8 +33,9 @@ status check_tensor(const tensor_desc& t, const char* name) noexcept {
         __builtin_add_overflow(last, off, &last))
       return status::error(status_code::size_overflow, "%s: sizes overflow 64 bits", name);
   }
-  std::int64_t bytes;
-  if (__builtin_mul_overflow(last + 1, std::int64_t(sizeof(float)), &bytes) ||
+  std::int64_t end, bytes;  // last + 1 itself overflows for an extent of exactly INT64_MAX
+  if (__builtin_add_overflow(last, std::int64_t(1), &end) ||
+      __builtin_mul_overflow(end, std::int64_t(sizeof(float)), &bytes) ||
       __builtin_mul_overflow(numel, std::int64_t(sizeof(float)), &bytes))
     return status::error(status_code::size_overflow, "%s: byte size overflows 64 bits", name);
   return {};

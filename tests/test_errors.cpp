@@ -299,6 +299,10 @@ const row kRows[] = {
        c.batches = -1;
        c.a.num_batches_tracked = &c.batches;
      }, stage::run, code::invalid_argument, "num_batches_tracked=-1"},
+    {"a batch counter that cannot be incremented", op::bn_training, [](call& c) {
+       c.batches = INT64_MAX;
+       c.a.num_batches_tracked = &c.batches;
+     }, stage::run, code::invalid_argument, "num_batches_tracked=9223372036854775807"},
     {"strides the plan cannot serve", op::bn_inference, odd_strides,
      stage::plan, code::unsupported_layout, "strides"},
     {"y items overlap", op::bn_inference, [](call& c) { c.yd.strides[0] = 4; },

@@ -69,7 +69,6 @@ struct channel_norm_plan final : plan_impl {
   std::size_t parts = 1;                                      // split
   std::size_t planes_per_task = 1, pieces = 1;                // infer_planes
   std::size_t splits = 1, chan_block = 1, rows_per_task = 1;  // columns
-  std::vector<chan_weights> merge_weights;  ///< columns: Chan's weights, [group][splits]
   std::size_t ws_bytes = 0;
 
   std::size_t num_phases() const noexcept override { return phases.size(); }

@@ -3,6 +3,7 @@
 #include "make_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace simdnorm::detail::channel {
 namespace {
@@ -39,6 +40,11 @@ status channel_norm_plan::check_args(const norm_args& a) const noexcept {
     if (running.cumulative && a.num_batches_tracked && *a.num_batches_tracked < 0)
       return status::error(status_code::invalid_argument,
                            "batch_norm: *args.num_batches_tracked=%lld must be >= 0",
+                           static_cast<long long>(*a.num_batches_tracked));
+    // The counter is incremented after the run; at INT64_MAX that would overflow.
+    if (a.num_batches_tracked && *a.num_batches_tracked == INT64_MAX)
+      return status::error(status_code::invalid_argument,
+                           "batch_norm: *args.num_batches_tracked=%lld cannot be incremented",
                            static_cast<long long>(*a.num_batches_tracked));
   } else {
     if (a.running_mean || a.running_var || a.num_batches_tracked)

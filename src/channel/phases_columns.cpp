@@ -59,6 +59,7 @@ void channel_norm_plan::run_col_finish(const norm_args& a, std::size_t begin,
                                        std::size_t end) const {
   constexpr std::size_t kSide = kMergeSideBySide;
   const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
+  const std::size_t R = std::size_t(g.R);
   for (std::size_t t = begin; t < end; ++t) {
     const std::size_t b = t / nb, c0 = (t % nb) * chan_block, c1 = std::min(C, c0 + chan_block);
     const moments_f64* part = col_partials(a) + b * splits * C;
@@ -66,12 +67,14 @@ void channel_norm_plan::run_col_finish(const norm_args& a, std::size_t begin,
     for (std::size_t u0 = c0; u0 < c1; u0 += kSide * G) {
       const std::size_t nu = std::min(kSide, (c1 - u0) / G);
       double mean[kSide], m2[kSide];
-      // A unit is G adjacent channels: channels in order, each channel's splits in order,
-      // with the Chan weights of each step from the schedule.
+      // A unit is G adjacent channels: channels in order, each channel's splits in order.
+      // Step w takes in the rows [r0, r1) of channel j after j * R + r0 values (computed here,
+      // not tabled at plan time: a table would grow with the group, up to 2^40 entries).
       for (std::size_t j = 0, w = 0; j < G; ++j)
         for (std::size_t i = 0; i < splits; ++i, ++w) {
           const moments_f64* src = part + i * C + u0 + j;
-          const chan_weights cw = merge_weights[w];
+          const double r0 = double(R * i / splits), r1 = double(R * (i + 1) / splits);
+          const chan_weights cw = chan_weights_of(double(j) * double(R) + r0, r1 - r0);
           for (std::size_t u = 0; u < nu; ++u) {
             const moments_f64& p = src[u * G];
             if (w == 0) {

@@ -54,11 +54,6 @@ void schedule_columns(channel_norm_plan& p) {
                                                 ceil_div(kMaxColumnSplits, B),
                                                 R * C / kTaskElements}));
   const std::size_t G = std::size_t(g.group);
-  for (std::size_t j = 0; j < G; ++j)
-    for (std::size_t i = 0; i < p.splits; ++i) {
-      const double r0 = double(R * i / p.splits), r1 = double(R * (i + 1) / p.splits);
-      p.merge_weights.push_back(chan_weights_of(double(j) * double(R) + r0, r1 - r0));
-    }
   p.chan_block = G * std::max<std::size_t>(1, kColumnFinishMoments / (p.splits * G));
   p.rows_per_task = std::max<std::size_t>(1, kTaskElements / C);
   p.phases.push_back({phase_kind::col_partial, B * p.splits});

@@ -1,0 +1,1383 @@
+// libFuzzer harness of the public C API (include/simdnorm/simdnorm.h), every op of
+// simdnorm/op_list.h.
+//
+// Why: the C API is where untrusted shapes, strides, parameters and pointers enter the library.
+// Each input decodes into one call: an op, a tensor of 1..5 dims (sometimes an invalid rank, a
+// zero, negative or huge size), x and y strides (dense, padded, permuted, channels-last, zero,
+// overlapping, huge, arbitrary), x / y aliasing (disjoint, in place, in place with other strides,
+// partial overlap, adjacent), the op's parameters (eps NaN / Inf / negative / 0 / subnormal,
+// axes, groups, momentum, enum values out of range), optional gamma / beta / mean / rstd /
+// running statistics, an ISA among the runnable ones, a way to execute (default executor, a
+// host pool callback with its own partition, plan_run task by task, one-shot), and the float
+// data itself (raw bits, so NaN, Inf, huge and subnormal values occur).
+//
+// What it checks (a failed check traps, so libFuzzer reports the input):
+//   1. Every call that fails returns a real status, sets a non-empty message, leaves *out NULL
+//      and writes nothing: every buffer (x, y with its padding, mean, rstd, running statistics,
+//      the batch counter, gamma, beta) stays bit-identical. Inputs the documented rules forbid
+//      (bad rank, sizes, eps, enums, axes, groups; y elements that overlap; a partial x/y
+//      overlap; pointers an op does not take) must fail; simple valid layouts (dense, padded
+//      rows, channels-last) must be accepted.
+//   2. An accepted plan executes successfully with valid arguments, reports the documented
+//      rows / row_length, and gives bit-identical results on every execution path.
+//   3. Outputs match the float64 reference of fuzz_reference.hpp within its derived bound (y,
+//      mean, rstd, running statistics, the batch counter); units with non-finite inputs are
+//      not value-checked, which makes the check of the other units a confinement check.
+//   4. Nothing outside y's elements is written: buffers are allocated with the exact size the
+//      descriptors address (AddressSanitizer catches any access past them) and every element
+//      that is not part of y (padding, x when not in place) is compared with a snapshot.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "fuzz_reference.hpp"
+#include "simdnorm/simdnorm.h"
+
+extern "C" {
+simdnorm_status fuzz_c_force_isa(int32_t v);
+int fuzz_c_cpu_supports(int32_t v);
+int fuzz_c_isa_lanes(int32_t v);
+int fuzz_c_isa_has_fma(int32_t v);
+const char* fuzz_c_isa_name(int32_t v);
+const char* fuzz_c_status_string(int32_t v);
+}
+
+namespace {
+
+char g_case[512];  // the decoded case, printed when a check fails
+
+[[noreturn]] void check_failed(const char* what, int line) {
+  std::fprintf(stderr, "fuzz_c_api.cpp:%d: check failed: %s\n  case: %s\n  last error: %s\n", line,
+               what, g_case, simdnorm_last_error_message());
+  __builtin_trap();
+}
+#define FUZZ_CHECK(cond)                        \
+  do {                                          \
+    if (!(cond)) check_failed(#cond, __LINE__); \
+  } while (0)
+
+enum op_id { kLayerNorm, kRmsNorm, kLpNorm, kBatchNorm, kGroupNorm, kInstanceNorm, kMvn, kOps };
+const char* const kOpNames[kOps] = {"layer_norm",        "rms_norm",   "lp_norm",
+                                    "batch_norm",        "group_norm", "instance_norm",
+                                    "mean_variance_norm"};
+
+constexpr std::size_t kHeader = 64;             // fixed-position header bytes, then data
+constexpr std::int64_t kMaxElements = 1 << 15;  // larger problems are planned, not executed
+constexpr std::int64_t kMaxSpan = 1 << 17;
+constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
+constexpr std::int32_t kI32Max = std::numeric_limits<std::int32_t>::max();
+constexpr std::int32_t kI32Min = std::numeric_limits<std::int32_t>::min();
+
+// ---- Decoding helpers -------------------------------------------------------------------------
+
+struct rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * 0x1p-53 * 2.0 - 1.0; }  // [-1, 1)
+};
+
+float bits_to_float(std::uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+std::uint32_t float_bits(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// C enum fields are written as the raw 32-bit value a C caller may store.
+template <class E>
+void set_enum(E* field, std::int32_t v) {
+  static_assert(sizeof(E) == sizeof(std::int32_t), "32-bit enums");
+  std::memcpy(field, &v, sizeof v);
+}
+
+std::int64_t wrap_mul(std::int64_t a, std::int64_t b) {
+  return std::int64_t(std::uint64_t(a) * std::uint64_t(b));
+}
+std::int64_t wrap_add(std::int64_t a, std::int64_t b) {
+  return std::int64_t(std::uint64_t(a) + std::uint64_t(b));
+}
+
+constexpr std::int64_t kLargeDims[15] = {16,  17,  31,  32,   33,   63,   64,  65,
+                                         127, 129, 255, 1023, 2047, 2049, 4097};
+constexpr std::int64_t kSpecialDims[8] = {0,
+                                          -1,
+                                          kI64Min,
+                                          std::int64_t(1) << 31,
+                                          std::int64_t(1) << 40,
+                                          kI64Max,
+                                          3037000500,
+                                          std::int64_t(1) << 62};
+constexpr std::int64_t kHugeStrides[8] = {kI64Max,
+                                          std::int64_t(1) << 62,
+                                          kI64Max / 4 + 1,
+                                          std::int64_t(1) << 40,
+                                          std::int64_t(1) << 32,
+                                          std::int64_t(1) << 20,
+                                          -1,
+                                          kI64Min};
+
+float decode_eps(std::uint8_t code, const std::uint8_t* raw, float dflt) {
+  switch (code % 20) {
+    case 0:
+    case 1:
+    case 2:
+    case 3: return dflt;
+    case 4: return 0.f;
+    case 5: return std::numeric_limits<float>::quiet_NaN();
+    case 6: return INFINITY;
+    case 7: return -INFINITY;
+    case 8: return -1e-5f;
+    case 9: return 1e-45f;  // smallest subnormal
+    case 10: return std::numeric_limits<float>::min();
+    case 11: return 1e-12f;
+    case 12: return 1e-5f;
+    case 13: return 1.f;
+    case 14: return 1e30f;
+    case 15: return -0.f;
+    case 16: return std::numeric_limits<float>::max();
+    default: {
+      std::uint32_t b;
+      std::memcpy(&b, raw, 4);
+      return bits_to_float(b);
+    }
+  }
+}
+
+std::int32_t decode_enum(std::uint8_t code, int valid_count) {
+  constexpr std::int32_t kOdd[6] = {-1, 2, 3, kI32Max, kI32Min, 0x40000000};
+  return code < 240 ? std::int32_t(code % valid_count) : kOdd[(code - 240) % 6];
+}
+
+// Dense row-major strides with wrapping arithmetic (invalid sizes are the library's to refuse).
+void dense_strides(int nd, const std::int64_t* shape, const int* order, std::int64_t* strides) {
+  std::int64_t s = 1;
+  for (int k = nd - 1; k >= 0; --k) {
+    const int d = order ? order[k] : k;
+    strides[d] = s;
+    s = wrap_mul(s, shape[d]);
+  }
+}
+
+/// Strides of one tensor from its 10 layout bytes (mode, then arguments).
+void decode_strides(int nd, const std::int64_t* shape, const std::uint8_t* lay, std::int64_t* st) {
+  const std::uint8_t* a = lay + 1;
+  int order[SIMDNORM_MAX_DIMS];
+  for (int i = 0; i < nd; ++i) order[i] = i;
+  dense_strides(nd, shape, nullptr, st);
+  if (nd == 0) return;
+  switch (lay[0] % 8) {
+    case 0: break;  // dense
+    case 1: {       // padded: each outer stride steps past the inner extent plus 0..3
+      std::int64_t s = 1;
+      for (int i = nd - 1; i >= 0; --i) {
+        st[i] = s;
+        s = wrap_add(wrap_mul(s, shape[i]), a[i] % 4);
+      }
+      break;
+    }
+    case 2:  // permuted, dense in that order
+      for (int i = nd - 1; i > 0; --i) std::swap(order[i], order[a[i] % (i + 1)]);
+      dense_strides(nd, shape, order, st);
+      break;
+    case 3:  // channels-last: (N, C, D...) laid out as (N, D..., C)
+      if (nd >= 3) {
+        for (int k = 1; k < nd - 1; ++k) order[k] = k + 1;
+        order[nd - 1] = 1;
+        dense_strides(nd, shape, order, st);
+      }
+      break;
+    case 4: st[a[0] % nd] = 0; break;  // broadcast dim
+    case 5: {                          // overlapping
+      const int d = a[0] % nd;
+      if (a[1] & 1)
+        st[d] = st[d] > 1 ? st[d] - 1 - (a[2] % 2) : 0;
+      else
+        st[d] = 1;
+      if (st[d] < 0) st[d] = 0;
+      break;
+    }
+    case 6: st[a[0] % nd] = kHugeStrides[a[1] % 8]; break;
+    case 7:  // arbitrary small strides
+      for (int i = 0; i < nd; ++i) st[i] = a[i] % 40;
+      if (a[8] & 1) st[nd - 1] = 1;
+      break;
+  }
+}
+
+// ---- Buffers ------------------------------------------------------------------------------------
+
+/// A float buffer of exactly `lead + count` elements (the lead elements only misalign the
+/// data), filled with a NaN-payload sentinel, with a snapshot for "untouched" checks.
+struct buffer {
+  float* base = nullptr;
+  float* data = nullptr;
+  std::size_t total = 0;
+  std::vector<std::uint32_t> snap;
+  buffer() = default;
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
+  ~buffer() { std::free(base); }
+  void alloc(std::size_t count, std::size_t lead, std::uint32_t salt) {
+    total = lead + count;
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, total * sizeof(float)) != 0) std::abort();
+    base = static_cast<float*>(p);
+    data = base + lead;
+    for (std::size_t i = 0; i < total; ++i)
+      base[i] = bits_to_float(0x7FC00000u | ((salt * 0x9E37u + std::uint32_t(i)) & 0x3FFFFFu));
+  }
+  void take_snapshot() {
+    snap.resize(total);
+    if (total) std::memcpy(snap.data(), base, total * sizeof(float));
+  }
+  bool unchanged() const { return total == 0 || std::memcmp(snap.data(), base, total * 4) == 0; }
+  void restore() {
+    if (total) std::memcpy(base, snap.data(), total * sizeof(float));
+  }
+};
+
+// ---- The decoded case ---------------------------------------------------------------------------
+
+struct fuzz_case {
+  int op = 0;
+  int nd = 0;  ///< dims decoded (0..8); xd.ndim holds the possibly invalid rank
+  simdnorm_tensor_desc xd{}, yd{};
+  // parameters, as the C structs (enum fields written raw) and their raw enum values
+  simdnorm_layer_norm_params ln{};
+  simdnorm_rms_norm_params rms{};
+  simdnorm_lp_norm_params lp{};
+  simdnorm_batch_norm_params bn{};
+  simdnorm_group_norm_params gn{};
+  simdnorm_instance_norm_params in{};
+  simdnorm_mean_variance_norm_params mvn{};
+  std::int32_t stores = 0, layout = 0, convention = 0;
+  float eps = 0;
+  bool null_params = false;
+  // BatchNorm inference parameter arrays
+  bool bn_rm = false, bn_rv = false, bn_g = false, bn_b = false;
+
+  void set_defaults() {
+    ln = simdnorm_layer_norm_params_default();
+    rms = simdnorm_rms_norm_params_default();
+    lp = simdnorm_lp_norm_params_default();
+    bn = simdnorm_batch_norm_params_default();
+    gn = simdnorm_group_norm_params_default();
+    in = simdnorm_instance_norm_params_default();
+    mvn = simdnorm_mean_variance_norm_params_default();
+  }
+};
+
+const void* params_of(const fuzz_case& c) {
+  if (c.null_params) return nullptr;
+  switch (c.op) {
+    case kLayerNorm: return &c.ln;
+    case kRmsNorm: return &c.rms;
+    case kLpNorm: return &c.lp;
+    case kBatchNorm: return &c.bn;
+    case kGroupNorm: return &c.gn;
+    case kInstanceNorm: return &c.in;
+    default: return &c.mvn;
+  }
+}
+
+simdnorm_status make_plan(const fuzz_case& c, const simdnorm_tensor_desc* x,
+                          const simdnorm_tensor_desc* y, simdnorm_plan_t* out) {
+  const void* p = params_of(c);
+  switch (c.op) {
+    case kLayerNorm:
+      return simdnorm_plan_layer_norm(x, y, static_cast<const simdnorm_layer_norm_params*>(p), out);
+    case kRmsNorm:
+      return simdnorm_plan_rms_norm(x, y, static_cast<const simdnorm_rms_norm_params*>(p), out);
+    case kLpNorm:
+      return simdnorm_plan_lp_norm(x, y, static_cast<const simdnorm_lp_norm_params*>(p), out);
+    case kBatchNorm:
+      return simdnorm_plan_batch_norm(x, y, static_cast<const simdnorm_batch_norm_params*>(p), out);
+    case kGroupNorm:
+      return simdnorm_plan_group_norm(x, y, static_cast<const simdnorm_group_norm_params*>(p), out);
+    case kInstanceNorm:
+      return simdnorm_plan_instance_norm(x, y, static_cast<const simdnorm_instance_norm_params*>(p),
+                                         out);
+    default:
+      return simdnorm_plan_mean_variance_norm(
+          x, y, static_cast<const simdnorm_mean_variance_norm_params*>(p), out);
+  }
+}
+
+simdnorm_status one_shot(const fuzz_case& c, const simdnorm_norm_args* a,
+                         const simdnorm_executor* e) {
+  const void* p = params_of(c);
+  switch (c.op) {
+    case kLayerNorm:
+      return simdnorm_layer_norm(&c.xd, &c.yd, static_cast<const simdnorm_layer_norm_params*>(p), a,
+                                 e);
+    case kRmsNorm:
+      return simdnorm_rms_norm(&c.xd, &c.yd, static_cast<const simdnorm_rms_norm_params*>(p), a, e);
+    case kLpNorm:
+      return simdnorm_lp_norm(&c.xd, &c.yd, static_cast<const simdnorm_lp_norm_params*>(p), a, e);
+    case kBatchNorm:
+      return simdnorm_batch_norm(&c.xd, &c.yd, static_cast<const simdnorm_batch_norm_params*>(p), a,
+                                 e);
+    case kGroupNorm:
+      return simdnorm_group_norm(&c.xd, &c.yd, static_cast<const simdnorm_group_norm_params*>(p), a,
+                                 e);
+    case kInstanceNorm:
+      return simdnorm_instance_norm(&c.xd, &c.yd,
+                                    static_cast<const simdnorm_instance_norm_params*>(p), a, e);
+    default:
+      return simdnorm_mean_variance_norm(
+          &c.xd, &c.yd, static_cast<const simdnorm_mean_variance_norm_params*>(p), a, e);
+  }
+}
+
+// ---- Last-error checks --------------------------------------------------------------------------
+
+char g_sentinel_msg[256];
+
+/// Makes the per-thread message a known one, so that a later failure must replace it.
+void set_sentinel_message() {
+  simdnorm_isa i;
+  FUZZ_CHECK(simdnorm_isa_from_name("fuzz-sentinel", &i) == SIMDNORM_INVALID_ARGUMENT);
+  std::snprintf(g_sentinel_msg, sizeof g_sentinel_msg, "%s", simdnorm_last_error_message());
+  FUZZ_CHECK(g_sentinel_msg[0] != '\0');
+}
+
+void check_failure_reported(simdnorm_status s) {
+  FUZZ_CHECK(s != SIMDNORM_OK);
+  FUZZ_CHECK(int(s) >= 1 && int(s) <= 6);
+  FUZZ_CHECK(std::strcmp(fuzz_c_status_string(std::int32_t(s)), "unknown") != 0);
+  const char* m = simdnorm_last_error_message();
+  FUZZ_CHECK(m != nullptr && m[0] != '\0');
+  FUZZ_CHECK(std::strcmp(m, g_sentinel_msg) != 0);
+}
+
+void check_no_new_message() {
+  FUZZ_CHECK(std::strcmp(simdnorm_last_error_message(), g_sentinel_msg) == 0);
+}
+
+// ---- ISAs ---------------------------------------------------------------------------------------
+
+struct isa_list {
+  simdnorm_isa all[16];
+  std::size_t n = 0;
+  isa_list() {
+    simdnorm_isa compiled[16];
+    const std::size_t c = std::min<std::size_t>(simdnorm_compiled_isas(compiled, 16), 16);
+    for (std::size_t i = 0; i < c; ++i)
+      if (simdnorm_cpu_supports(compiled[i])) all[n++] = compiled[i];
+  }
+};
+
+struct isa_reset {
+  ~isa_reset() { simdnorm_reset_isa(); }
+};
+
+/// Out-of-range and not-runnable ISA values: errors, and nothing changes.
+void probe_isa_values(std::uint8_t code) {
+  constexpr std::int32_t kProbe[8] = {-1, 7, 99, kI32Min, kI32Max, 5, 0x40000000, 6};
+  const std::int32_t v = kProbe[code % 8];
+  FUZZ_CHECK(fuzz_c_status_string(v) != nullptr);
+  const char* name = fuzz_c_isa_name(v);
+  FUZZ_CHECK(name != nullptr);
+  const int lanes = fuzz_c_isa_lanes(v);
+  (void)fuzz_c_isa_has_fma(v);
+  if (lanes == 0) FUZZ_CHECK(std::strcmp(name, "unknown") == 0);
+  const int runnable = fuzz_c_cpu_supports(v);
+  const int before = int(simdnorm_active_isa());
+  set_sentinel_message();
+  const simdnorm_status s = fuzz_c_force_isa(v);
+  if (runnable) {
+    FUZZ_CHECK(s == SIMDNORM_OK);
+    simdnorm_reset_isa();
+  } else {
+    FUZZ_CHECK(s == SIMDNORM_INVALID_ARGUMENT || s == SIMDNORM_UNSUPPORTED_ISA);
+    check_failure_reported(s);
+  }
+  FUZZ_CHECK(int(simdnorm_active_isa()) == before);
+}
+
+// ---- Geometry of the logical tensor -------------------------------------------------------------
+
+bool strides_equal_nonunit(const simdnorm_tensor_desc& a, const simdnorm_tensor_desc& b, int nd) {
+  for (int i = 0; i < nd; ++i)
+    if (a.shape[i] != 1 && a.strides[i] != b.strides[i]) return false;
+  return true;
+}
+
+/// Dims [first, nd) dense row-major (size-1 dims ignored).
+bool dense_from(const simdnorm_tensor_desc& t, int nd, int first) {
+  std::int64_t expect = 1;
+  for (int i = nd - 1; i >= first; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expect) return false;
+    expect *= t.shape[i];
+  }
+  return true;
+}
+
+/// Dense in the dim order `order` (outermost first), size-1 dims ignored.
+bool dense_in_order(const simdnorm_tensor_desc& t, int nd, const int* order) {
+  std::int64_t expect = 1;
+  for (int k = nd - 1; k >= 0; --k) {
+    const int d = order[k];
+    if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+    expect *= t.shape[d];
+  }
+  return true;
+}
+
+/// Row-major with every dim dense except that dim 0 may have a larger stride.
+bool dense_padded_batch(const simdnorm_tensor_desc& t, int nd) {
+  if (!dense_from(t, nd, 1)) return false;
+  std::int64_t inner = 1;
+  for (int i = 1; i < nd; ++i) inner *= t.shape[i];
+  return t.shape[0] == 1 || t.strides[0] >= inner;
+}
+
+/// Outer dims [0, first) row-major with padding allowed: each stride (size-1 dims skipped)
+/// at least the extent of the dims inside it, the innermost at least `cols`.
+bool padded_rows(const simdnorm_tensor_desc& t, int first, std::int64_t cols) {
+  std::int64_t extent = cols;
+  for (int i = first - 1; i >= 0; --i) {
+    if (t.shape[i] == 1) continue;
+    if (t.strides[i] < extent) return false;
+    extent = t.strides[i] * (t.shape[i] - 1) + extent;
+  }
+  return true;
+}
+
+enum class expect { reject, accept, either };
+
+// ---- The per-call check -------------------------------------------------------------------------
+
+struct host_pool {
+  std::size_t chunk = 1;
+  bool reverse = false;
+  std::vector<std::size_t> calls;  // n of every parallel_for
+};
+
+void pool_parallel_for(void* user, std::size_t n, simdnorm_task_fn task, void* ctx) {
+  auto* p = static_cast<host_pool*>(user);
+  p->calls.push_back(n);
+  const std::size_t chunks = (n + p->chunk - 1) / p->chunk;
+  for (std::size_t k = 0; k < chunks; ++k) {
+    const std::size_t j = p->reverse ? chunks - 1 - k : k;
+    task(ctx, j * p->chunk, std::min(n, (j + 1) * p->chunk));
+  }
+}
+
+/// All memory one execution may touch, laid out from the decoded case.
+struct arena {
+  buffer xbuf, ybuf;  // ybuf unused when x and y share one buffer
+  bool shared = false;
+  std::size_t x_at = 0, y_at = 0;
+  buffer gamma, beta, mean, rstd, run_mean, run_var;
+  std::int64_t counter = 0, counter_snap = 0;
+  bool has_counter = false;
+  float* y() { return (shared ? xbuf.data : ybuf.data) + y_at; }
+  buffer& ybuffer() { return shared ? xbuf : ybuf; }
+  void snapshot_all() {
+    for (buffer* b : {&xbuf, &ybuf, &gamma, &beta, &mean, &rstd, &run_mean, &run_var})
+      b->take_snapshot();
+    counter_snap = counter;
+  }
+  bool all_unchanged() const {
+    for (const buffer* b : {&xbuf, &ybuf, &gamma, &beta, &mean, &rstd, &run_mean, &run_var})
+      if (!b->unchanged()) return false;
+    return counter == counter_snap;
+  }
+  void restore_all() {
+    for (buffer* b : {&xbuf, &ybuf, &gamma, &beta, &mean, &rstd, &run_mean, &run_var}) b->restore();
+    counter = counter_snap;
+  }
+};
+
+struct op_shape {
+  bool known = false;  ///< the op's geometry is defined (plan-valid parameters)
+  std::int64_t numel = 0;
+  std::int64_t units = 0;     ///< rows / statistics groups
+  std::int64_t affine = 0;    ///< entries of gamma and beta in norm_args (0: none taken)
+  std::int64_t channels = 0;  ///< BatchNorm C
+  bool takes_beta = false, takes_mean = false, takes_rstd = false;
+};
+
+int run_one(const std::uint8_t* data, std::size_t size) {
+  static const isa_list isas;
+  isa_reset reset_guard;
+  std::uint8_t h[kHeader] = {};
+  std::memcpy(h, data, std::min(size, kHeader));
+  fuzz_case c;
+  c.op = h[0] % kOps;
+
+  // ---- shape ------------------------------------------------------------------------------------
+  constexpr int kOddRanks[8] = {0, 6, 8, 9, -1, 7, 33, 1};
+  const int rank = h[1] < 240 ? 1 + h[1] % 5 : kOddRanks[(h[1] - 240) % 8];
+  c.nd = std::clamp(rank, 0, SIMDNORM_MAX_DIMS);
+  std::int64_t shape[SIMDNORM_MAX_DIMS] = {};
+  for (int i = 0; i < c.nd; ++i) {
+    const std::uint8_t s = h[2 + i];
+    shape[i] = s < 232 ? 1 + s % 9 : s < 248 ? kLargeDims[(s - 232) % 15] : kSpecialDims[s % 8];
+  }
+  c.xd.ndim = rank;
+  c.yd.ndim = rank;
+  for (int i = 0; i < c.nd; ++i) c.xd.shape[i] = c.yd.shape[i] = shape[i];
+  decode_strides(c.nd, shape, h + 10, c.xd.strides);
+  if (h[20] < 128) {
+    std::memcpy(c.yd.strides, c.xd.strides, sizeof c.yd.strides);
+  } else {
+    decode_strides(c.nd, shape, h + 20, c.yd.strides);
+  }
+  const int alias = h[30] % 5;  // 0 disjoint, 1 in place, 2 same pointer, 3 overlap, 4 adjacent
+  if (alias == 1) std::memcpy(c.yd.strides, c.xd.strides, sizeof c.yd.strides);
+  const int misuse = h[35] % 32;
+  c.null_params = misuse == 10;
+  if (misuse == 11 && c.nd > 0) c.yd.shape[c.nd - 1] = wrap_add(c.yd.shape[c.nd - 1], 1);
+  if (misuse == 12) c.yd.ndim = rank == 1 ? 2 : rank - 1;
+
+  // ---- parameters -------------------------------------------------------------------------------
+  const int nd = c.nd;
+  c.stores = h[41] < 250 ? std::int32_t(h[41] % 3) : decode_enum(std::uint8_t(240 + h[41] % 6), 3);
+  c.set_defaults();
+  constexpr float kDefaultEps[kOps] = {1e-5f, 1e-6f, 1e-12f, 1e-5f, 1e-5f, 1e-5f, 1e-9f};
+  c.eps = decode_eps(h[36], h + 37, kDefaultEps[c.op]);
+  auto small_int = [&](std::uint8_t b, int lo, int count) -> std::int32_t {
+    constexpr std::int32_t kOdd[5] = {0, -1, kI32Max, kI32Min, 9};
+    if (b >= 230) return kOdd[b % 5];
+    if (b >= 220) return lo + count + (b - 220) % 3;  // just past the range
+    return count > 0 ? lo + b % count : lo;
+  };
+  c.layout = decode_enum(h[42], 2);
+  c.convention = decode_enum(h[45], 2);
+  switch (c.op) {
+    case kLayerNorm:
+      c.ln.normalized_ndim = small_int(h[42], 1, nd);
+      c.ln.eps = c.eps;
+      c.ln.compensated_mean = h[43] & 1;
+      set_enum(&c.ln.stores, c.stores);
+      break;
+    case kRmsNorm:
+      c.rms.normalized_ndim = small_int(h[42], 1, nd);
+      c.rms.eps = c.eps;
+      set_enum(&c.rms.stores, c.stores);
+      break;
+    case kLpNorm:
+      c.lp.axis = h[42] < 128 ? -1 : small_int(h[42], -nd, 2 * nd);
+      c.lp.p = h[43] < 240 ? 1 + h[43] % 2 : small_int(h[43], 3, 1);
+      c.lp.eps = c.eps;
+      set_enum(&c.lp.stores, c.stores);
+      break;
+    case kBatchNorm: {
+      set_enum(&c.bn.layout, c.layout);
+      c.bn.eps = c.eps;
+      c.bn.training = h[43] & 1;
+      c.bn.fuse_relu = (h[43] >> 1) & 1;
+      c.bn.cumulative = (h[43] >> 2) & 1;
+      constexpr float kMomentum[8] = {0.1f, 0.9f, 0.f, 1.f, -0.1f, 1.5f, NAN, 0.5f};
+      c.bn.momentum = kMomentum[h[44] % 8];
+      set_enum(&c.bn.convention, c.convention);
+      set_enum(&c.bn.stores, c.stores);
+      // which parameter arrays: inference needs both statistics; training takes none here
+      const std::uint8_t f = h[46];
+      const bool misplaced = (f & 0xF0) == 0xF0;
+      c.bn_rm = c.bn.training ? misplaced : (f & 0x07) != 0x07;
+      c.bn_rv = c.bn.training ? false : (f & 0x07) != 0x06;
+      c.bn_g = !c.bn.training && (f & 0x08);
+      c.bn_b = !c.bn.training && (f & 0x10);
+      break;
+    }
+    case kGroupNorm:
+      c.gn.num_groups = 1;  // chosen below, once C is known
+      set_enum(&c.gn.layout, c.layout);
+      c.gn.eps = c.eps;
+      c.gn.per_group_affine = h[43] & 1;
+      set_enum(&c.gn.stores, c.stores);
+      break;
+    case kInstanceNorm:
+      set_enum(&c.in.layout, c.layout);
+      c.in.eps = c.eps;
+      set_enum(&c.in.stores, c.stores);
+      break;
+    default:
+      c.mvn.num_axes = small_int(h[42], 1, nd);
+      for (int i = 0; i < SIMDNORM_MAX_DIMS; ++i)
+        c.mvn.axes[i] = h[46 + i] < 240 ? std::int32_t(h[46 + i] % (2 * std::max(nd, 1))) - nd
+                                        : small_int(h[46 + i], nd, 0);
+      c.mvn.eps = c.eps;
+      set_enum(&c.mvn.stores, c.stores);
+      break;
+  }
+  // the effective parameters (NULL params: the defaults)
+  if (c.null_params) {
+    c.set_defaults();
+    c.stores = 0;
+    c.layout = 0;
+    c.convention = 0;
+    c.eps = kDefaultEps[c.op];
+    c.bn_rm = c.bn_rv = c.bn_g = c.bn_b = false;
+  }
+
+  // the channel axis (for valid layouts) and GroupNorm's groups
+  const bool layout_ok = c.layout == 0 || c.layout == 1;
+  const int ca = c.layout == 1 ? nd - 1 : 1;
+  if (c.op == kGroupNorm && nd >= 2 && layout_ok && !c.null_params) {
+    const std::int64_t C = shape[ca];
+    if (h[44] >= 220 || C <= 0) {
+      c.gn.num_groups = small_int(h[44], 1, 0);
+      if (h[44] % 7 == 0) c.gn.num_groups = 3;
+    } else {
+      std::int64_t divisors[64];
+      int nd_ = 0;
+      for (std::int64_t g = 1; g <= std::min<std::int64_t>(C, 4096) && nd_ < 63; ++g)
+        if (C % g == 0) divisors[nd_++] = g;
+      if (C > 4096) divisors[nd_++] = C;
+      c.gn.num_groups = std::int32_t(divisors[h[44] % nd_]);
+    }
+  }
+
+  // ---- geometry and the expected plan outcome ---------------------------------------------------
+  bool sizes_ok = rank >= 1 && rank <= SIMDNORM_MAX_DIMS && c.yd.ndim == rank;
+  __int128 numel128 = 1, xlast = 0, ylast = 0;
+  for (int i = 0; i < nd && sizes_ok; ++i) {
+    if (shape[i] <= 0 || c.yd.shape[i] != shape[i]) sizes_ok = false;
+    if (c.xd.strides[i] < 0 || c.yd.strides[i] < 0) sizes_ok = false;
+  }
+  bool overflow = false;
+  if (sizes_ok) {
+    for (int i = 0; i < nd && !overflow; ++i) {  // each step stays below 2^127
+      numel128 *= shape[i];
+      xlast += __int128(shape[i] - 1) * c.xd.strides[i];
+      ylast += __int128(shape[i] - 1) * c.yd.strides[i];
+      if (numel128 > kI64Max || xlast > kI64Max || ylast > kI64Max) overflow = true;
+    }
+    if (numel128 > kI64Max / 4 || xlast + 1 > kI64Max / 4 || ylast + 1 > kI64Max / 4)
+      overflow = true;
+  }
+  expect ex = expect::either;
+  bool reject = !sizes_ok || overflow;
+  const float eps = c.eps;
+  if (!std::isfinite(eps) || eps < 0.f) reject = true;
+  if (c.stores < 0 || c.stores > 2) reject = true;
+  op_shape os;
+  const std::int64_t numel = reject ? 0 : std::int64_t(numel128);
+  int first = 0;  // row ops: first normalized dim
+  bool simple_layout = false;
+  if (!reject) {
+    os.numel = numel;
+    switch (c.op) {
+      case kLayerNorm:
+      case kRmsNorm:
+      case kLpNorm: {
+        int nn;
+        if (c.op == kLpNorm) {
+          if (c.lp.p != 1 && c.lp.p != 2) reject = true;
+          if (c.lp.axis < -nd || c.lp.axis >= nd) {
+            reject = true;
+            break;
+          }
+          const int axis = c.lp.axis < 0 ? c.lp.axis + nd : c.lp.axis;
+          for (int d = axis + 1; d < nd; ++d)
+            if (shape[d] != 1) reject = true;
+          nn = nd - axis;
+        } else {
+          nn = c.op == kLayerNorm ? c.ln.normalized_ndim : c.rms.normalized_ndim;
+          if (nn < 1 || nn > nd) {
+            reject = true;
+            break;
+          }
+        }
+        first = nd - nn;
+        if (!dense_from(c.xd, nd, first) || !dense_from(c.yd, nd, first)) reject = true;
+        std::int64_t cols = 1;
+        for (int i = first; i < nd; ++i) cols *= shape[i];
+        os.known = true;
+        os.units = numel / cols;
+        os.affine = c.op == kLpNorm ? 0 : cols;
+        os.takes_beta = os.takes_mean = c.op == kLayerNorm;
+        os.takes_rstd = true;
+        simple_layout = padded_rows(c.yd, first, cols);
+        break;
+      }
+      case kBatchNorm:
+      case kGroupNorm:
+      case kInstanceNorm: {
+        const int min_nd = c.op == kInstanceNorm ? 3 : 2;
+        if (nd < min_nd || !layout_ok) {
+          reject = true;
+          break;
+        }
+        if (c.op == kBatchNorm && (c.convention < 0 || c.convention > 1)) reject = true;
+        const std::int64_t C = shape[ca], N = shape[0];
+        if (c.op == kBatchNorm) {
+          os.channels = C;
+          os.units = C;
+          if (c.bn.training) {
+            if (c.bn_rm) reject = true;
+            if (!(c.bn.momentum >= 0.f && c.bn.momentum <= 1.f)) reject = true;
+            if (numel / C < 2) reject = true;
+            os.affine = C;
+            os.takes_beta = os.takes_mean = os.takes_rstd = true;
+          } else {
+            if (!c.bn_rm || !c.bn_rv) reject = true;
+          }
+        } else {
+          const std::int64_t G = c.op == kInstanceNorm ? C : c.gn.num_groups;
+          if (G < 1 || C % G != 0) {
+            reject = true;
+            break;
+          }
+          os.units = N * G;
+          os.affine = c.op == kGroupNorm && c.gn.per_group_affine ? G : C;
+          os.takes_beta = os.takes_mean = os.takes_rstd = true;
+        }
+        os.known = true;
+        int cl[SIMDNORM_MAX_DIMS] = {0};
+        for (int k = 1; k < nd - 1; ++k) cl[k] = k + 1;
+        cl[nd - 1] = 1;
+        const bool both_dense = dense_from(c.xd, nd, 0) && dense_from(c.yd, nd, 0);
+        const bool both_cl =
+            c.layout == 0 && dense_in_order(c.xd, nd, cl) && dense_in_order(c.yd, nd, cl);
+        const bool batch_ok = c.op != kBatchNorm || c.layout == 0 || nd == 2;
+        const bool both_padded =
+            batch_ok && dense_padded_batch(c.xd, nd) && dense_padded_batch(c.yd, nd);
+        simple_layout = both_dense || both_cl || both_padded;
+        break;
+      }
+      default: {  // MeanVarianceNormalization
+        if (c.mvn.num_axes < 1 || c.mvn.num_axes > nd) {
+          reject = true;
+          break;
+        }
+        bool red[SIMDNORM_MAX_DIMS] = {};
+        for (int i = 0; i < c.mvn.num_axes && !reject; ++i) {
+          const int a = c.mvn.axes[i];
+          if (a < -nd || a >= nd) {
+            reject = true;
+            break;
+          }
+          const int d = a < 0 ? a + nd : a;
+          if (red[d]) reject = true;
+          red[d] = true;
+        }
+        if (reject) break;
+        std::int64_t kept = 1;
+        for (int d = 0; d < nd; ++d)
+          if (!red[d]) kept *= shape[d];
+        os.known = true;
+        os.units = kept;
+        // dense tensors: groups of kept (K) and reduced (R) dims, size-1 dims dropped, must fit
+        // [K][R][K][R] (plan.hpp)
+        char groups[SIMDNORM_MAX_DIMS + 1];
+        int ng = 0;
+        for (int d = 0; d < nd; ++d) {
+          if (shape[d] == 1) continue;
+          const char g = red[d] ? 'R' : 'K';
+          if (ng == 0 || groups[ng - 1] != g) groups[ng++] = g;
+        }
+        const bool fits = ng == 0 || (groups[0] == 'K' ? ng <= 4 : ng <= 3);
+        simple_layout = fits && dense_from(c.xd, nd, 0) && dense_from(c.yd, nd, 0);
+        break;
+      }
+    }
+  }
+  if (c.op == kBatchNorm && !reject && !c.bn.training && c.null_params) reject = true;
+
+  // the logical tensor: offsets of every element in x and y (only when small enough)
+  const bool small = !reject && numel <= kMaxElements && std::int64_t(xlast) < kMaxSpan &&
+                     std::int64_t(ylast) < kMaxSpan;
+  std::vector<std::int64_t> xo, yo;
+  if (small) {
+    xo.resize(std::size_t(numel));
+    yo.resize(std::size_t(numel));
+    std::int64_t idx[SIMDNORM_MAX_DIMS] = {};
+    std::int64_t xoff = 0, yoff = 0;
+    for (std::int64_t i = 0; i < numel; ++i) {
+      xo[std::size_t(i)] = xoff;
+      yo[std::size_t(i)] = yoff;
+      for (int d = nd - 1; d >= 0; --d) {
+        if (++idx[d] < shape[d]) {
+          xoff += c.xd.strides[d];
+          yoff += c.yd.strides[d];
+          break;
+        }
+        xoff -= (shape[d] - 1) * c.xd.strides[d];
+        yoff -= (shape[d] - 1) * c.yd.strides[d];
+        idx[d] = 0;
+      }
+    }
+    // y elements must not overlap (exact, by enumeration)
+    std::vector<bool> seen(std::size_t(ylast) + 1, false);
+    for (const std::int64_t o : yo) {
+      if (seen[std::size_t(o)]) {
+        reject = true;
+        break;
+      }
+      seen[std::size_t(o)] = true;
+    }
+  }
+  if (reject)
+    ex = expect::reject;
+  else if (simple_layout)
+    ex = expect::accept;
+
+  std::snprintf(g_case, sizeof g_case,
+                "op=%s ndim=%d shape=[%lld,%lld,%lld,%lld,%lld] xs=[%lld,%lld,%lld,%lld,%lld] "
+                "ys=[%lld,%lld,%lld,%lld,%lld] alias=%d misuse=%d eps=%g stores=%d layout=%d "
+                "expect=%d",
+                kOpNames[c.op], rank, (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                (long long)shape[3], (long long)shape[4], (long long)c.xd.strides[0],
+                (long long)c.xd.strides[1], (long long)c.xd.strides[2], (long long)c.xd.strides[3],
+                (long long)c.xd.strides[4], (long long)c.yd.strides[0], (long long)c.yd.strides[1],
+                (long long)c.yd.strides[2], (long long)c.yd.strides[3], (long long)c.yd.strides[4],
+                alias, misuse, double(eps), c.stores, c.layout, int(ex));
+
+  // ---- data generation --------------------------------------------------------------------------
+  std::uint64_t seed = 0xC0FFEEull;
+  for (std::size_t i = 0; i < size; ++i) seed = (seed ^ data[i]) * 0x100000001B3ull;
+  rng prng{seed};
+  std::size_t pos = kHeader;
+  auto next_byte = [&](bool prng_when_empty) -> std::uint8_t {
+    if (pos < size) return data[pos++];
+    return prng_when_empty ? std::uint8_t(prng.next()) : 0;
+  };
+  constexpr int kExp[16] = {0,    -3,   -7, -10, -20, -40, -60, -100,
+                            -126, -140, 5,  10,  20,  40,  60,  100};
+  constexpr double kOff[16] = {0,    0,   0,   1,    -1,    0.5,   100,     1e4,
+                               -1e4, 1e6, 3e7, 1e20, -1e30, 1e-30, 1.5e-40, 3e38};
+  const int data_mode = h[57] % 4;
+  const double scale = std::ldexp(1.0, kExp[h[58] % 16]);
+  const double offset = kOff[h[59] % 16];
+  auto next_value = [&]() -> float {
+    switch (data_mode) {
+      case 0: {
+        std::uint32_t b = 0;
+        for (int k = 0; k < 4; ++k) b |= std::uint32_t(next_byte(true)) << (8 * k);
+        return bits_to_float(b);
+      }
+      case 1: return float(double(std::int8_t(next_byte(true))) * scale + offset);
+      case 2: return float(prng.uniform() * scale + offset);
+      default: {
+        const std::int8_t b = std::int8_t(next_byte(false));
+        return float(offset + (b == 0 ? 0.0 : double(b) * scale));
+      }
+    }
+  };
+  constexpr float kSpecials[9] = {NAN,    INFINITY,        -INFINITY, 3.4e38f, -3.4e38f,
+                                  1e-45f, 1.17549435e-38f, 1e30f,     -0.f};
+  const int aux_mode = h[60] % 4;
+  auto aux_value = [&](int kind) -> float {  // kind: 0 gamma, 1 beta / mean, 2 variance
+    switch (aux_mode) {
+      case 0:
+        return float(kind == 0   ? 1.0 + 0.5 * prng.uniform()
+                     : kind == 1 ? prng.uniform()
+                                 : 1.0 + prng.uniform());
+      case 1: {
+        std::uint32_t b = 0;
+        for (int k = 0; k < 4; ++k) b |= std::uint32_t(next_byte(true)) << (8 * k);
+        return bits_to_float(b);
+      }
+      case 2: {
+        if (prng.next() % 4 == 0) return kSpecials[prng.next() % 9];
+        const float v = float(prng.uniform() * std::ldexp(1.0, int(prng.next() % 40) - 20));
+        return kind == 2 && prng.next() % 2 ? std::fabs(v) : v;
+      }
+      default: return kind == 0 ? 1.f : kind == 1 ? 0.f : 1.f;
+    }
+  };
+
+  // BatchNorm inference parameter arrays (read at plan time)
+  const std::int64_t C_bn = c.op == kBatchNorm && os.known ? os.channels : 16;
+  const bool bn_sizes = c.op == kBatchNorm && C_bn <= kMaxElements;
+  buffer bn_rm, bn_rv, bn_g, bn_b;
+  if (c.op == kBatchNorm && !c.null_params && bn_sizes) {
+    const std::size_t n = std::size_t(C_bn);
+    bn_rm.alloc(n, 0, 11);
+    bn_rv.alloc(n, 0, 12);
+    bn_g.alloc(n, 0, 13);
+    bn_b.alloc(n, 0, 14);
+    for (std::size_t i = 0; i < n; ++i) {
+      bn_rm.data[i] = aux_value(1);
+      bn_rv.data[i] = aux_value(2);
+      bn_g.data[i] = aux_value(0);
+      bn_b.data[i] = aux_value(1);
+    }
+    if (h[47] % 8 == 1 && n > 0) bn_rv.data[h[48] % n] = -1.f;  // refused variances
+    if (h[47] % 8 == 2 && n > 0) bn_rv.data[h[48] % n] = NAN;
+    c.bn.running_mean = c.bn_rm ? bn_rm.data : nullptr;
+    c.bn.running_var = c.bn_rv ? bn_rv.data : nullptr;
+    c.bn.gamma = c.bn_g ? bn_g.data : nullptr;
+    c.bn.beta = c.bn_b ? bn_b.data : nullptr;
+    if (!c.bn.training && c.bn_rv && os.known)
+      for (std::size_t i = 0; i < n; ++i)
+        if (!(bn_rv.data[i] >= 0.f)) {
+          reject = true;
+          ex = expect::reject;
+        }
+    for (buffer* b : {&bn_rm, &bn_rv, &bn_g, &bn_b}) b->take_snapshot();
+  } else if (c.op == kBatchNorm && !c.null_params) {
+    // too large to allocate exactly: an inference plan would read C floats from them
+    c.bn.running_mean = c.bn.running_var = c.bn.gamma = c.bn.beta = nullptr;
+    if (!c.bn.training) {
+      reject = true;
+      ex = expect::reject;
+    }
+  }
+
+  // ---- ISA --------------------------------------------------------------------------------------
+  if (h[32] >= 248) probe_isa_values(h[32]);
+  FUZZ_CHECK(isas.n > 0);
+  const simdnorm_isa isa = isas.all[h[32] % isas.n];
+  FUZZ_CHECK(simdnorm_force_isa(isa) == SIMDNORM_OK);
+  FUZZ_CHECK(simdnorm_active_isa() == isa);
+
+  // ---- plan -------------------------------------------------------------------------------------
+  if (misuse >= 1 && misuse <= 3) {
+    set_sentinel_message();
+    simdnorm_plan_t junk = reinterpret_cast<simdnorm_plan_t>(std::uintptr_t(16));
+    const simdnorm_status s =
+        make_plan(c, misuse == 1 ? nullptr : &c.xd, misuse == 2 ? nullptr : &c.yd,
+                  misuse == 3 ? nullptr : &junk);
+    FUZZ_CHECK(s == SIMDNORM_INVALID_ARGUMENT);
+    check_failure_reported(s);
+    if (misuse != 3) FUZZ_CHECK(junk == nullptr);
+  }
+  set_sentinel_message();
+  simdnorm_plan_t plan = reinterpret_cast<simdnorm_plan_t>(std::uintptr_t(16));
+  const simdnorm_status ps = make_plan(c, &c.xd, &c.yd, &plan);
+  std::unique_ptr<simdnorm_plan, void (*)(simdnorm_plan_t)> plan_guard(
+      ps == SIMDNORM_OK ? plan : nullptr, &simdnorm_plan_destroy);
+  if (c.op == kBatchNorm && bn_sizes && !c.null_params)
+    for (buffer* b : {&bn_rm, &bn_rv, &bn_g, &bn_b}) FUZZ_CHECK(b->unchanged());
+  if (ps != SIMDNORM_OK) {
+    FUZZ_CHECK(ex != expect::accept);
+    FUZZ_CHECK(plan == nullptr);
+    check_failure_reported(ps);
+  } else {
+    FUZZ_CHECK(ex != expect::reject);
+    FUZZ_CHECK(plan != nullptr);
+    check_no_new_message();
+    FUZZ_CHECK(simdnorm_plan_isa(plan) == isa);
+    FUZZ_CHECK(os.known);
+    FUZZ_CHECK(simdnorm_plan_rows(plan) == std::size_t(os.units));
+    FUZZ_CHECK(simdnorm_plan_row_length(plan) * simdnorm_plan_rows(plan) == std::size_t(numel));
+    const std::size_t phases = simdnorm_plan_num_phases(plan);
+    FUZZ_CHECK(phases >= 1);
+    FUZZ_CHECK(simdnorm_plan_num_tasks(plan, phases) == 0);
+    if (phases == 1) FUZZ_CHECK(simdnorm_plan_workspace_bytes(plan) == 0);
+  }
+  const bool planned = ps == SIMDNORM_OK;
+  static const bool verbose = std::getenv("SIMDNORM_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "%s -> plan %d\n", g_case, int(ps));
+  if (!small && planned) return 0;  // accepted but too large to run here
+
+  // ---- memory -----------------------------------------------------------------------------------
+  arena m;
+  const std::int64_t x_span = small ? std::int64_t(xlast) + 1 : 16;
+  const std::int64_t y_span = small ? std::int64_t(ylast) + 1 : 16;
+  const std::size_t lead_x = h[56] & 15, lead_y = h[56] >> 4;
+  switch (alias) {
+    case 0:
+      m.xbuf.alloc(std::size_t(x_span), lead_x, 1);
+      m.ybuf.alloc(std::size_t(y_span), lead_y, 2);
+      break;
+    case 1:
+    case 2:
+      m.shared = true;
+      m.xbuf.alloc(std::size_t(std::max(x_span, y_span)), lead_x, 1);
+      break;
+    case 3: {
+      m.shared = true;
+      const bool y_first = h[31] & 128;
+      const std::int64_t under = y_first ? y_span : x_span;  // the buffer that starts first
+      const std::int64_t k = under > 1 ? 1 + (h[31] & 127) % (under - 1) : 0;
+      (y_first ? m.x_at : m.y_at) = std::size_t(k);
+      m.xbuf.alloc(
+          std::size_t(std::max(std::int64_t(m.x_at) + x_span, std::int64_t(m.y_at) + y_span)),
+          lead_x, 1);
+      break;
+    }
+    default: {
+      m.shared = true;
+      const bool y_first = h[31] & 1;
+      (y_first ? m.x_at : m.y_at) = std::size_t(y_first ? y_span : x_span);
+      m.xbuf.alloc(std::size_t(x_span + y_span), lead_x, 1);
+      break;
+    }
+  }
+  // x values, written through x's offsets and read back (zero strides repeat elements)
+  std::vector<float> xl;
+  float* xw = m.xbuf.data + m.x_at;
+  if (small) {
+    for (std::int64_t i = 0; i < numel; ++i) xw[xo[std::size_t(i)]] = next_value();
+    const int specials = h[61] % 8 < 5 ? 0 : h[61] % 8 - 4;
+    for (int k = 0; k < specials && numel > 0; ++k)
+      xw[xo[std::size_t(prng.next() % std::uint64_t(numel))]] = kSpecials[prng.next() % 9];
+    xl.resize(std::size_t(numel));
+    for (std::int64_t i = 0; i < numel; ++i) xl[std::size_t(i)] = xw[xo[std::size_t(i)]];
+  } else {
+    for (std::int64_t i = 0; i < x_span; ++i) xw[i] = next_value();
+  }
+  // args: which pointers
+  const std::uint8_t af = h[54];
+  const std::int64_t units = os.known ? os.units : 16;
+  const std::int64_t aff_n = os.known && os.affine > 0 ? os.affine : 16;
+  const std::int64_t ch_n = os.known && c.op == kBatchNorm ? os.channels : 16;
+  const bool sizes_fit = units <= kMaxElements && aff_n <= kMaxElements && ch_n <= kMaxElements;
+  if (!sizes_fit) return 0;
+  simdnorm_norm_args args;
+  std::memset(&args, 0, sizeof args);
+  args.x = m.xbuf.data + m.x_at;
+  args.y = m.y();
+  if (af & 1) {
+    m.gamma.alloc(std::size_t(aff_n), 0, 3);
+    for (std::int64_t i = 0; i < aff_n; ++i) m.gamma.data[i] = aux_value(0);
+    args.gamma = m.gamma.data;
+  }
+  if (af & 2) {
+    m.beta.alloc(std::size_t(aff_n), 0, 4);
+    for (std::int64_t i = 0; i < aff_n; ++i) m.beta.data[i] = aux_value(1);
+    args.beta = m.beta.data;
+  }
+  if (af & 4) {
+    m.mean.alloc(std::size_t(units), 0, 5);
+    args.mean = m.mean.data;
+  }
+  if (af & 8) {
+    m.rstd.alloc(std::size_t(units), 0, 6);
+    args.rstd = m.rstd.data;
+  }
+  const bool give_rm = (af & 0x30) != 0, give_rv = (af & 0x30) == 0x30 || (af & 0x30) == 0x10;
+  // 0x10: both, 0x20: mean only (invalid), 0x30: both
+  if (give_rm) {
+    m.run_mean.alloc(std::size_t(ch_n), 0, 7);
+    for (std::int64_t i = 0; i < ch_n; ++i) m.run_mean.data[i] = aux_value(1);
+    args.running_mean = m.run_mean.data;
+  }
+  if (give_rv) {
+    m.run_var.alloc(std::size_t(ch_n), 0, 8);
+    for (std::int64_t i = 0; i < ch_n; ++i) m.run_var.data[i] = aux_value(2);
+    args.running_var = m.run_var.data;
+  }
+  if (af & 0x40) {
+    constexpr std::int64_t kCounters[8] = {0,  1,       2,           7,
+                                           -1, kI64Max, kI64Max - 1, std::int64_t(1) << 40};
+    m.counter = kCounters[h[55] % 8];
+    m.has_counter = true;
+    args.num_batches_tracked = &m.counter;
+  }
+  if (misuse == 8) args.x = nullptr;
+  if (misuse == 9) args.y = nullptr;
+  m.snapshot_all();
+
+  // ---- the arguments' validity (documented rules) -----------------------------------------------
+  expect args_ex = expect::accept;
+  if (planned) {
+    auto bad = [&](bool b) {
+      if (b) args_ex = expect::reject;
+    };
+    bad(args.x == nullptr || args.y == nullptr);
+    if (args.x && args.y) {
+      const auto xb = reinterpret_cast<std::uintptr_t>(args.x);
+      const auto yb = reinterpret_cast<std::uintptr_t>(args.y);
+      if (xb == yb) {
+        bad(!strides_equal_nonunit(c.xd, c.yd, nd));
+      } else {
+        bad(xb < yb + std::uintptr_t(y_span) * 4 && yb < xb + std::uintptr_t(x_span) * 4);
+      }
+    }
+    bad(args.beta && !os.takes_beta);
+    bad(args.mean && !os.takes_mean);
+    bad(args.gamma && os.affine == 0 && c.op != kBatchNorm);
+    const bool stats_args = args.running_mean || args.running_var || args.num_batches_tracked;
+    if (c.op == kBatchNorm && !c.bn.training) {
+      bad(args.gamma || args.beta || args.mean || args.rstd || stats_args);
+    } else if (c.op == kBatchNorm) {
+      bad((args.running_mean == nullptr) != (args.running_var == nullptr));
+      bad(c.bn.cumulative && args.running_mean && !args.num_batches_tracked);
+      bad(c.bn.cumulative && args.num_batches_tracked && m.counter < 0);
+      bad(args.num_batches_tracked && m.counter == kI64Max);  // cannot be incremented
+    } else if (c.op >= kGroupNorm) {
+      bad(stats_args);
+      if (c.op == kMvn) bad(args.gamma || args.beta || args.mean || args.rstd);
+    } else if (stats_args && args_ex == expect::accept) {
+      args_ex = expect::either;  // the row ops do not document these fields
+    }
+  }
+
+  // ---- execution --------------------------------------------------------------------------------
+  host_pool pool;
+  pool.chunk = 1 + (h[34] & 7);
+  pool.reverse = h[34] & 8;
+  simdnorm_executor ex_pool{&pool, std::size_t(h[34] >> 4), &pool_parallel_for};
+  if (ex_pool.concurrency <= 1 && (h[34] & 0x10)) ex_pool.parallel_for = nullptr;
+
+  // Runs the call by `path`; returns its status (first failing call).
+  auto execute = [&](int path, bool allow_misuse) -> simdnorm_status {
+    const int misuse_now = allow_misuse ? misuse : 0;
+    pool.calls.clear();
+    set_sentinel_message();
+    switch (path) {
+      case 0: return simdnorm_plan_execute(plan, misuse_now == 4 ? nullptr : &args, nullptr);
+      case 1: {
+        simdnorm_executor e = ex_pool;
+        if (misuse_now == 5) e.concurrency = 2, e.parallel_for = nullptr;
+        return simdnorm_plan_execute(plan, misuse_now == 4 ? nullptr : &args, &e);
+      }
+      case 2: {
+        const std::size_t phases = simdnorm_plan_num_phases(plan);
+        const std::size_t ws = simdnorm_plan_workspace_bytes(plan);
+        void* w = nullptr;
+        if (ws && posix_memalign(&w, 64, ws) != 0) std::abort();
+        std::unique_ptr<void, void (*)(void*)> wg(w, &std::free);
+        simdnorm_norm_args a = args;
+        a.workspace = w;
+        if (misuse_now == 4) return simdnorm_plan_run(plan, nullptr, 0, 0, 1);
+        if (misuse_now == 6) {
+          const std::size_t n0 = simdnorm_plan_num_tasks(plan, 0);
+          const int k = h[31] % 3;
+          return k == 0   ? simdnorm_plan_run(plan, &a, phases, 0, 0)
+                 : k == 1 ? simdnorm_plan_run(plan, &a, 0, 1, 0)
+                          : simdnorm_plan_run(plan, &a, 0, 0, n0 + 1);
+        }
+        if (misuse_now == 7 && ws) a.workspace = nullptr;
+        for (std::size_t p = 0; p < phases; ++p) {
+          const std::size_t n = simdnorm_plan_num_tasks(plan, p);
+          const std::size_t chunks = (n + pool.chunk - 1) / pool.chunk;
+          for (std::size_t k = 0; k < chunks; ++k) {
+            const std::size_t j = pool.reverse ? chunks - 1 - k : k;
+            const simdnorm_status s =
+                simdnorm_plan_run(plan, &a, p, j * pool.chunk, std::min(n, (j + 1) * pool.chunk));
+            if (s != SIMDNORM_OK) return s;
+          }
+        }
+        return SIMDNORM_OK;
+      }
+      default: {
+        simdnorm_executor e = ex_pool;
+        if (misuse_now == 5) e.concurrency = 2, e.parallel_for = nullptr;
+        return one_shot(c, misuse_now == 4 ? nullptr : &args, &e);
+      }
+    }
+  };
+  const int path = h[33] % 4;
+  const bool misuse_call = (misuse == 4) || (misuse == 5 && (path == 1 || path == 3)) ||
+                           (misuse == 6 && path == 2) ||
+                           (misuse == 7 && path == 2 && simdnorm_plan_workspace_bytes(plan) > 0);
+  if (!planned) {
+    // the one-shot form of a refused plan fails the same way and writes nothing
+    set_sentinel_message();
+    const simdnorm_status s = one_shot(c, &args, &ex_pool);
+    FUZZ_CHECK(s == ps);
+    check_failure_reported(s);
+    FUZZ_CHECK(m.all_unchanged());
+    return 0;
+  }
+  const simdnorm_status s = execute(path, true);
+  if (verbose)
+    std::fprintf(stderr, "  execute path %d -> %d (%s)\n", path, int(s),
+                 simdnorm_last_error_message());
+  if (misuse_call) args_ex = expect::reject;
+  if (s != SIMDNORM_OK) {
+    FUZZ_CHECK(args_ex != expect::accept);
+    check_failure_reported(s);
+    FUZZ_CHECK(m.all_unchanged());
+    return 0;
+  }
+  FUZZ_CHECK(args_ex != expect::reject);
+  check_no_new_message();
+  if (path == 1 && ex_pool.concurrency > 1) {  // the pool saw every multi-task phase, in order
+    std::vector<std::size_t> want;
+    for (std::size_t p = 0; p < simdnorm_plan_num_phases(plan); ++p)
+      if (simdnorm_plan_num_tasks(plan, p) > 1) want.push_back(simdnorm_plan_num_tasks(plan, p));
+    FUZZ_CHECK(pool.calls == want);
+  }
+
+  // ---- nothing written outside y (and the outputs the op takes) ---------------------------------
+  {
+    std::vector<char> is_y(m.ybuffer().total, 0);
+    const std::size_t y_base = std::size_t(m.y() - m.ybuffer().base);
+    for (std::int64_t i = 0; i < numel; ++i) is_y[y_base + std::size_t(yo[std::size_t(i)])] = 1;
+    auto untouched_except_y = [&](const buffer& b, bool holds_y) {
+      for (std::size_t i = 0; i < b.total; ++i)
+        if (!(holds_y && is_y[i]) && float_bits(b.base[i]) != b.snap[i]) return false;
+      return true;
+    };
+    if (m.shared) {
+      FUZZ_CHECK(untouched_except_y(m.xbuf, true));
+    } else {
+      FUZZ_CHECK(m.xbuf.unchanged());
+      FUZZ_CHECK(untouched_except_y(m.ybuf, true));
+    }
+    FUZZ_CHECK(m.gamma.unchanged());
+    FUZZ_CHECK(m.beta.unchanged());
+    const bool bn_train = c.op == kBatchNorm && c.bn.training;
+    if (!bn_train) {
+      FUZZ_CHECK(m.run_mean.unchanged());
+      FUZZ_CHECK(m.run_var.unchanged());
+      FUZZ_CHECK(m.counter == m.counter_snap);
+    } else if (m.has_counter) {
+      FUZZ_CHECK(m.counter == m.counter_snap + 1);
+    }
+    if (!os.takes_mean) FUZZ_CHECK(m.mean.unchanged());
+    if (!os.takes_rstd) FUZZ_CHECK(m.rstd.unchanged());
+  }
+
+  // ---- the float64 reference --------------------------------------------------------------------
+  fuzzref::model md;
+  md.units = std::size_t(os.units);
+  md.eps = double(eps);
+  md.unit_of.resize(std::size_t(numel));
+  md.gamma = args.gamma;
+  md.beta = args.beta;
+  {
+    std::int64_t idx[SIMDNORM_MAX_DIMS] = {};
+    const std::int64_t cols = c.op <= kLpNorm ? numel / os.units : 1;
+    const bool with_aff =
+        c.op != kLpNorm && c.op != kMvn && !(c.op == kBatchNorm && !c.bn.training);
+    if (with_aff) md.aff_of.resize(std::size_t(numel));
+    bool red[SIMDNORM_MAX_DIMS] = {};
+    if (c.op == kMvn)
+      for (int i = 0; i < c.mvn.num_axes; ++i)
+        red[c.mvn.axes[i] < 0 ? c.mvn.axes[i] + nd : c.mvn.axes[i]] = true;
+    const std::int64_t C = c.op >= kBatchNorm && c.op <= kInstanceNorm ? shape[ca] : 1;
+    const std::int64_t G = c.op == kGroupNorm ? c.gn.num_groups : C;
+    for (std::int64_t i = 0; i < numel; ++i) {
+      std::int64_t u = 0, a = -1;
+      switch (c.op) {
+        case kLayerNorm:
+        case kRmsNorm:
+        case kLpNorm: u = i / cols, a = i % cols; break;
+        case kBatchNorm: u = idx[ca], a = idx[ca]; break;
+        case kGroupNorm:
+        case kInstanceNorm: {
+          const std::int64_t cg = C / G, g = idx[ca] / cg;
+          u = idx[0] * G + g;
+          a = c.op == kGroupNorm && c.gn.per_group_affine ? g : idx[ca];
+          break;
+        }
+        default:
+          for (int d = 0; d < nd; ++d)
+            if (!red[d]) u = u * shape[d] + idx[d];
+          break;
+      }
+      md.unit_of[std::size_t(i)] = u;
+      if (with_aff) md.aff_of[std::size_t(i)] = a;
+      for (int d = nd - 1; d >= 0; --d) {
+        if (++idx[d] < shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  switch (c.op) {
+    case kLayerNorm:
+      md.fam = fuzzref::family::centered, md.compensated = c.ln.compensated_mean != 0;
+      break;
+    case kRmsNorm: md.fam = fuzzref::family::rms; break;
+    case kLpNorm: md.fam = c.lp.p == 1 ? fuzzref::family::l1 : fuzzref::family::l2; break;
+    case kBatchNorm:
+      md.relu = c.bn.fuse_relu != 0;
+      if (!c.bn.training) {
+        md.fam = fuzzref::family::folded;
+        md.bn_mean = bn_rm.data;
+        md.bn_var = bn_rv.data;
+        md.bn_gamma = c.bn.gamma;
+        md.bn_beta = c.bn.beta;
+      } else {
+        md.fam = fuzzref::family::centered;
+        md.bn_training = true;
+        md.bn_pytorch = c.convention == 0;
+        md.bn_cumulative = c.bn.cumulative != 0;
+        md.momentum = double(c.bn.momentum);
+        if (args.running_mean) {
+          md.run_mean_in = reinterpret_cast<const float*>(m.run_mean.snap.data());
+          md.run_var_in = reinterpret_cast<const float*>(m.run_var.snap.data());
+        }
+        md.counter_in = m.counter_snap;
+      }
+      break;
+    case kMvn: md.fam = fuzzref::family::mvn; break;
+    default: md.fam = fuzzref::family::centered; break;
+  }
+  md.folds_scale = c.op >= kBatchNorm;
+  const fuzzref::result ref = fuzzref::compute(md, xl);
+  auto print_unit = [&](std::int64_t unit) {
+    const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
+    std::fprintf(stderr, "unit %lld: n %g mean %.17g var %.17g rstd %.17g; values:",
+                 (long long)unit, q.n, q.mean, q.var, q.rstd);
+    for (std::int64_t j = 0, shown = 0; j < numel && shown < 32; ++j)
+      if (md.unit_of[std::size_t(j)] == unit) {
+        std::fprintf(stderr, " %a", double(xl[std::size_t(j)]));
+        ++shown;
+      }
+    std::fprintf(stderr, "\n");
+  };
+  const float* yv = m.y();
+  for (std::int64_t i = 0; i < numel; ++i) {
+    const float got = yv[yo[std::size_t(i)]];
+    if (!ref.y.ok(std::size_t(i), got)) {
+      std::fprintf(stderr, "y[%lld] = %.9g, reference %.17g (tol %.3g, kind %d), x = %.9g\n",
+                   (long long)i, double(got), ref.y.value[std::size_t(i)],
+                   ref.y.tol[std::size_t(i)], int(ref.y.kind[std::size_t(i)]),
+                   double(xl[std::size_t(i)]));
+      print_unit(md.unit_of[std::size_t(i)]);
+      FUZZ_CHECK(!"y matches the float64 reference");
+    }
+  }
+  auto check_aux = [&](const buffer& b, const fuzzref::expectation& e, const char* name) {
+    if (!b.data) return;
+    for (std::int64_t k = 0; k < os.units && k < std::int64_t(e.kind.size()); ++k)
+      if (!e.ok(std::size_t(k), b.data[k])) {
+        std::fprintf(stderr, "%s[%lld] = %.9g, reference %.17g (tol %.3g)\n", name, (long long)k,
+                     double(b.data[k]), e.value[std::size_t(k)], e.tol[std::size_t(k)]);
+        print_unit(k);
+        FUZZ_CHECK(!"saved statistics match the float64 reference");
+      }
+  };
+  if (os.takes_mean) check_aux(m.mean, ref.mean, "mean");
+  if (os.takes_rstd) check_aux(m.rstd, ref.rstd, "rstd");
+  if (c.op == kBatchNorm && c.bn.training && args.running_mean) {
+    check_aux(m.run_mean, ref.run_mean, "running_mean");
+    check_aux(m.run_var, ref.run_var, "running_var");
+  }
+
+  // ---- another execution path gives the same bits -----------------------------------------------
+  if (!(h[33] & 0x80) && numel <= 1024 && !misuse_call) {
+    std::vector<std::vector<std::uint32_t>> first_run;
+    for (buffer* b : {&m.xbuf, &m.ybuf, &m.mean, &m.rstd, &m.run_mean, &m.run_var}) {
+      first_run.emplace_back(b->total);
+      if (b->total) std::memcpy(first_run.back().data(), b->base, b->total * 4);
+    }
+    const std::int64_t first_counter = m.counter;
+    m.restore_all();
+    const int path2 = (path + 1 + (h[33] >> 2) % 3) % 4;
+    FUZZ_CHECK(execute(path2, false) == SIMDNORM_OK);
+    int k = 0;
+    for (buffer* b : {&m.xbuf, &m.ybuf, &m.mean, &m.rstd, &m.run_mean, &m.run_var}) {
+      FUZZ_CHECK(b->total == 0 ||
+                 std::memcmp(first_run[std::size_t(k)].data(), b->base, b->total * 4) == 0);
+      ++k;
+    }
+    FUZZ_CHECK(m.counter == first_counter);
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  return run_one(data, size);
+}

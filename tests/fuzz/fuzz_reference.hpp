@@ -1,0 +1,306 @@
+// Float64 reference of every op of simdnorm/op_list.h for the C API fuzzer, with the error
+// bound each output must meet. Written from the formulas of include/simdnorm/plan.hpp only.
+//
+// Every op is reduced to "units" (the values one set of statistics covers) and a per-element
+// formula:
+//   centered  y = (x - mean) * rstd * g + b, rstd = 1 / sqrt(var + eps), biased variance:
+//             LayerNorm (unit = row), BatchNorm training (unit = channel), GroupNorm
+//             (unit = (n, group)), InstanceNorm (unit = (n, c));
+//   mvn       y = (x - mean) / (sqrt(var) + eps) (MeanVarianceNormalization, unit = kept index);
+//   rms       y = x / sqrt(mean(x^2) + eps) * g (RMSNorm, unit = row);
+//   l1, l2    y = x / max(||x||_p, eps) (Lp, unit = row);
+//   folded    y = x * a[c] + s[c], a = g / sqrt(rv + eps), s = b - rm * a (BatchNorm inference).
+// Statistics are computed in double, per unit, from the logical (gathered) values.
+//
+// Error bound. The kernels sum at most kChunk = 2048 float terms in one chain before merging
+// chunks in double, and shift every term by a float p within the unit's range (or p = 0 for
+// LayerNorm without compensated_mean), so with u = 2^-24 and
+//   depth(n) = min(n, 2048) + 2 log2(n) + 16        (chain + reduction tree + normalize ops;
+//                                                   lanes are ignored: an upper bound for all)
+//   P = max |x - p| <= 2 max |x - mean| (compensated) or max(|x|, 2 max |x - mean|) (p = 0)
+// the mean is off by at most depth u P, and the variance (kept >= 3/4 of the shifted sum of
+// squares, or recomputed around the float mean) by a relative 2 depth u, i.e. sigma by
+// depth u. The normalized value z = (x - mean) rstd then moves by depth u (P rstd + |z|);
+// gamma scales that, and the final float operations add a few u (|y| + |b| + |g z|). The bound
+// used is twice that, 4 depth u |g| (s + |z| (1 + s)) + 8 u (|y| + |b| + |g z|) with
+// s = P rstd: the |z| s term covers units of several chunks, whose chunk means (each off by
+// up to depth u P) enter the double merge of the variance through Chan's delta^2 term; plus an
+// absolute 2^-120 (1 + |x| + |z| + |g|) + 2^-147 rstd |g| for the roundings of subnormal
+// intermediates (x - mean can be off by a subnormal step, which rstd scales). Where p = 0
+// the float mean is only depth u max|x| close and enters the variance squared, so y and the
+// saved rstd also allow a relative 4 (depth u s)^2 (which leaves such rows with a large mean
+// nearly unchecked: plan.hpp documents that mode as lossy). For n = 9 and s ~ 3 the bound is
+// about 1e-5 |g| (s + 4 |z|); for n >= 2048 about 5e-4 times that.
+//
+// What is not value-checked (and why): a unit whose inputs are not all finite (its outputs may
+// be NaN or Inf; only the other units are checked, which is the confinement check), and a unit
+// whose float intermediates leave the range where the bound above holds: a sum of squares
+// n P^2 > 2^124 (float overflow), var + eps < 2^-100 (rstd > 2^50: the float squares of the
+// deviations are subnormal or zero, so var has no relative accuracy left) or var + eps > 2^126;
+// and an element whose gamma or beta is not finite or whose reference |y|, |g z| or |g rstd|
+// exceeds 2^120 (not representable in float, or an intermediate that overflows), or, for the
+// channel ops, which fold rstd * gamma (BatchNorm inference: gamma / sqrt(var + eps)) into one
+// float scale, whose scale is subnormal (the scale then keeps few or no bits, and the output
+// |x - mean| * scale with it, even where g z itself is a normal float). The exact
+// special case that plan.hpp documents is asserted: Lp with eps = 0 on a row of zeros gives
+// y = NaN and rstd = 1 / 0 = +Inf.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fuzzref {
+
+inline constexpr double kU = 0x1p-24;
+
+inline double depth(double n) {
+  return std::min(n, 2048.0) + 2.0 * std::ceil(std::log2(n + 1.0)) + 16.0;
+}
+
+enum class family { centered, mvn, rms, l1, l2, folded };
+
+/// What one output value must satisfy.
+enum class want : std::uint8_t { skip, close, nan, pos_inf };
+
+struct expectation {
+  std::vector<double> value, tol;
+  std::vector<want> kind;
+  void resize(std::size_t n) {
+    value.assign(n, 0.0);
+    tol.assign(n, 0.0);
+    kind.assign(n, want::skip);
+  }
+  /// True when `got` satisfies entry i.
+  bool ok(std::size_t i, float got) const {
+    switch (kind[i]) {
+      case want::skip: return true;
+      case want::nan: return std::isnan(got);
+      case want::pos_inf: return got == INFINITY;
+      case want::close: return std::fabs(double(got) - value[i]) <= tol[i];
+    }
+    return false;
+  }
+};
+
+/// An op reduced to units: the harness fills it from the op, its parameters and the shape.
+struct model {
+  family fam = family::centered;
+  bool compensated = true;  ///< LayerNorm's compensated_mean (p = 0 when false)
+  bool relu = false;        ///< BatchNorm fuse_relu
+  bool folds_scale = false; ///< the kernel multiplies by one float rstd * gamma (channel ops)
+  double eps = 0;
+  std::size_t units = 0;
+  std::vector<std::int64_t> unit_of;  ///< per logical element
+  std::vector<std::int64_t> aff_of;   ///< per logical element: gamma/beta index, -1 none
+  const float* gamma = nullptr;       ///< runtime affine (args), may be null
+  const float* beta = nullptr;
+  // BatchNorm inference: the plan-time parameters, per channel (unit)
+  const float* bn_mean = nullptr;
+  const float* bn_var = nullptr;
+  const float* bn_gamma = nullptr;
+  const float* bn_beta = nullptr;
+  // BatchNorm training running statistics update
+  bool bn_training = false, bn_pytorch = true, bn_cumulative = false;
+  double momentum = 0.1;
+  const float* run_mean_in = nullptr;  ///< values before the call (null: none given)
+  const float* run_var_in = nullptr;
+  std::int64_t counter_in = 0;
+};
+
+struct unit_ref {
+  double n = 0, mean = 0, var = 0, dev = 0, absmax = 0, sumsq = 0, sumabs = 0;
+  double rstd = 0;
+  bool finite = true, checkable = false, zero_row = true;
+};
+
+struct result {
+  expectation y, mean, rstd, run_mean, run_var;
+  std::vector<unit_ref> units;
+};
+
+/// The reference for logical values x[0..numel) (row-major over the shape).
+inline result compute(const model& m, const std::vector<float>& x) {
+  result r;
+  const std::size_t numel = x.size();
+  std::vector<unit_ref>& u = r.units;
+  u.assign(m.units, unit_ref{});
+  for (std::size_t i = 0; i < numel; ++i) {
+    unit_ref& q = u[std::size_t(m.unit_of[i])];
+    const double v = x[i];
+    q.n += 1;
+    if (!std::isfinite(v)) q.finite = false;
+    q.mean += v;
+    q.sumsq += v * v;
+    q.sumabs += std::fabs(v);
+    q.absmax = std::max(q.absmax, std::fabs(v));
+    if (v != 0.0) q.zero_row = false;
+  }
+  for (unit_ref& q : u)
+    if (q.n > 0) q.mean /= q.n;
+  for (std::size_t i = 0; i < numel; ++i) {
+    unit_ref& q = u[std::size_t(m.unit_of[i])];
+    const double d = double(x[i]) - q.mean;
+    q.var += d * d;
+    q.dev = std::max(q.dev, std::fabs(d));
+  }
+  const double e = m.eps;
+  for (unit_ref& q : u) {
+    if (q.n > 0) q.var /= q.n;
+    if (!q.finite) continue;
+    const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
+    switch (m.fam) {
+      case family::centered:
+        q.rstd = 1.0 / std::sqrt(q.var + e);
+        q.checkable = q.n * P * P <= 0x1p124 && q.var + e >= 0x1p-100 && q.var + e <= 0x1p126;
+        break;
+      case family::mvn:
+        q.rstd = 1.0 / (std::sqrt(q.var) + e);
+        q.checkable = q.n * P * P <= 0x1p124 && q.rstd <= 0x1p50 && q.rstd >= 0x1p-63;
+        break;
+      case family::rms: {
+        const double ms = q.sumsq / q.n;
+        q.rstd = 1.0 / std::sqrt(ms + e);
+        q.checkable =
+            q.n * q.absmax * q.absmax <= 0x1p124 && ms + e >= 0x1p-100 && ms + e <= 0x1p126;
+        break;
+      }
+      case family::l1:
+      case family::l2: {
+        const double norm = m.fam == family::l1 ? q.sumabs : std::sqrt(q.sumsq);
+        const double d = std::max(norm, e);
+        q.rstd = 1.0 / d;
+        const bool no_overflow =
+            m.fam == family::l1 ? q.n * q.absmax <= 0x1p124 : q.n * q.absmax * q.absmax <= 0x1p124;
+        const double small = m.fam == family::l1 ? 0x1p-100 : 0x1p-50;  // norm, not its square
+        q.checkable = no_overflow && (norm >= small || e >= 2 * norm) && d > 0 && q.rstd <= 0x1p100;
+        break;
+      }
+      case family::folded: break;  // per channel, below
+    }
+  }
+
+  r.y.resize(numel);
+  for (std::size_t i = 0; i < numel; ++i) {
+    const std::size_t k = std::size_t(m.unit_of[i]);
+    const unit_ref& q = u[k];
+    const double xv = x[i];
+    if (m.fam == family::folded) {
+      if (!std::isfinite(xv)) continue;
+      const double g = m.bn_gamma ? double(m.bn_gamma[k]) : 1.0;
+      const double b = m.bn_beta ? double(m.bn_beta[k]) : 0.0;
+      const double rm = m.bn_mean[k], rv = m.bn_var[k];
+      if (!std::isfinite(g) || !std::isfinite(b) || !std::isfinite(rm) || !std::isfinite(rv))
+        continue;
+      const double a = g / std::sqrt(rv + e), s = b - rm * a;
+      if (!std::isfinite(a) || !std::isfinite(s) || std::fabs(a) > 0x1p100 ||
+          (a != 0 && std::fabs(a) < 0x1p-126) ||
+          std::fabs(s) > 0x1p120 || std::fabs(xv * a) > 0x1p120)
+        continue;
+      double y = xv * a + s;
+      if (m.relu) y = std::max(y, 0.0);
+      r.y.kind[i] = want::close;
+      r.y.value[i] = y;
+      r.y.tol[i] = 8 * kU * (std::fabs(xv * a) + std::fabs(s) + std::fabs(y)) +
+                   0x1p-120 * (1 + std::fabs(xv));
+      continue;
+    }
+    if (!q.finite) continue;
+    if ((m.fam == family::l1 || m.fam == family::l2) && q.zero_row && e == 0.0) {
+      r.y.kind[i] = want::nan;  // plan.hpp: ONNX eps = 0, a row of zeros gives 0 / 0
+      continue;
+    }
+    if (!q.checkable) continue;
+    const std::int64_t a = m.aff_of.empty() ? -1 : m.aff_of[i];
+    const double g = (a >= 0 && m.gamma) ? double(m.gamma[a]) : 1.0;
+    const double b = (a >= 0 && m.beta) ? double(m.beta[a]) : 0.0;
+    if (!std::isfinite(g) || !std::isfinite(b)) continue;
+    const double dp = depth(q.n);
+    double z, s;
+    switch (m.fam) {
+      case family::centered:
+      case family::mvn: {
+        const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
+        z = (xv - q.mean) * q.rstd;
+        s = P * q.rstd;
+        break;
+      }
+      default:  // rms, l1, l2: no centering; the sum's relative error scales z
+        z = xv * q.rstd;
+        s = 0;
+        break;
+    }
+    double y = z * g + b;
+    if (m.relu) y = std::max(y, 0.0);
+    if (std::fabs(y) > 0x1p120 || std::fabs(g * z) > 0x1p120 || std::fabs(g) * q.rstd > 0x1p120)
+      continue;
+    if (m.folds_scale && g != 0 && std::fabs(g) * q.rstd < 0x1p-126) continue;  // subnormal scale
+    r.y.kind[i] = want::close;
+    r.y.value[i] = y;
+    const double ds = dp * kU * s;  // the (depth u s)^2 term: see the saved rstd below
+    r.y.tol[i] = 4 * dp * kU * std::fabs(g) * (s + std::fabs(z) * (1 + s)) +
+                 4 * ds * ds * std::fabs(g * z) +
+                 8 * kU * (std::fabs(y) + std::fabs(b) + std::fabs(g * z)) +
+                 0x1p-120 * (1 + std::fabs(xv) + std::fabs(z) + std::fabs(g)) +
+                 0x1p-147 * q.rstd * std::fabs(g);  // x - mean rounded to a subnormal step
+  }
+
+  // Saved statistics (mean, rstd) and the BatchNorm running statistics, per unit.
+  r.mean.resize(m.units);
+  r.rstd.resize(m.units);
+  r.run_mean.resize(m.units);
+  r.run_var.resize(m.units);
+  if (m.fam == family::folded) return r;
+  for (std::size_t k = 0; k < m.units; ++k) {
+    const unit_ref& q = u[k];
+    if (!q.finite) continue;
+    const double dp = depth(q.n);
+    if ((m.fam == family::l1 || m.fam == family::l2) && q.zero_row && e == 0.0) {
+      r.rstd.kind[k] = want::pos_inf;
+      continue;
+    }
+    if (!q.checkable) continue;
+    const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
+    const double mean_tol = 4 * dp * kU * P + 4 * kU * std::fabs(q.mean) + 0x1p-140;
+    r.mean.kind[k] = want::close;
+    r.mean.value[k] = q.mean;
+    r.mean.tol[k] = mean_tol;
+    if (q.rstd <= 0x1p120) {
+      r.rstd.kind[k] = want::close;
+      r.rstd.value[k] = q.rstd;
+      // sigma's relative error (see the top): depth u, plus depth u s through the merge of
+      // chunk means, plus (depth u s)^2 where a poor float mean (p = 0) enters the variance
+      const bool centered = m.fam == family::centered || m.fam == family::mvn;
+      const double ds = centered ? dp * kU * P * q.rstd : 0.0;
+      r.rstd.tol[k] = ((4 * dp + 8) * kU + 4 * ds + 4 * ds * ds) * q.rstd + 0x1p-140;
+    }
+    if (!m.bn_training || m.run_mean_in == nullptr) continue;
+    const double rm = m.run_mean_in[k], rv = m.run_var_in[k];
+    if (!std::isfinite(rm) || !std::isfinite(rv)) continue;
+    double w_new, w_old;
+    if (m.bn_cumulative) {
+      w_new = 1.0 / (double(m.counter_in) + 1.0);
+      w_old = 1.0 - w_new;
+    } else {
+      w_new = m.bn_pytorch ? m.momentum : 1.0 - m.momentum;
+      w_old = m.bn_pytorch ? 1.0 - m.momentum : m.momentum;
+    }
+    const double vb = m.bn_pytorch ? q.var * q.n / (q.n - 1) : q.var;
+    const double em = w_old * rm + w_new * q.mean, ev = w_old * rv + w_new * vb;
+    if (std::fabs(em) > 0x1p120 || std::fabs(ev) > 0x1p120 || std::fabs(w_old * rv) > 0x1p120 ||
+        std::fabs(w_new * vb) > 0x1p120 || std::fabs(w_old * rm) > 0x1p120)
+      continue;
+    r.run_mean.kind[k] = want::close;
+    r.run_mean.value[k] = em;
+    r.run_mean.tol[k] =
+        w_new * mean_tol + 4 * kU * (std::fabs(w_old * rm) + std::fabs(w_new * q.mean)) + 0x1p-140;
+    r.run_var.kind[k] = want::close;
+    r.run_var.value[k] = ev;
+    r.run_var.tol[k] = w_new * vb * 8 * dp * kU * (1 + P * q.rstd) +
+                       4 * kU * (std::fabs(w_old * rv) + std::fabs(w_new * vb)) + 0x1p-140;
+  }
+  return r;
+}
+
+}  // namespace fuzzref
