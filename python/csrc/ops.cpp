@@ -3,16 +3,18 @@
 // Each call builds a plan key from the op, the shapes, the strides and the parameters, takes the
 // plan from a small LRU cache (or makes it) and executes it on an executor that hands the tasks
 // to at::parallel_for, so torch.set_num_threads governs the threads. Forward only: the
-// operators have no autograd formula (the Python modules fall back to PyTorch when a graph is
-// needed).
+// operators have no autograd formula and refuse inputs that require grad in grad mode (the
+// Python modules fall back to PyTorch when a graph is needed).
 //
 // BatchNorm inference folds the running statistics, gamma and beta into the plan. Its cache
 // entries keep a copy of those values and are compared with the tensors' current contents on
 // every call (4 * C floats), so any update, through autograd-visible in-place ops or not,
 // makes a new plan.
 #include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <pybind11/pybind11.h>
 #include <torch/library.h>
@@ -452,6 +454,61 @@ Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight,
   return run_plain(op_id::instance_norm, op, x, params, 0, weight, bias, c);
 }
 
+// ---- autograd ---------------------------------------------------------------------------------
+// The operators have no derivative. Rather than return outputs that silently drop out of the
+// graph, a call that would need one (grad mode on, an input requiring grad) fails.
+
+bool needs_grad(const Tensor& t) { return t.requires_grad(); }
+bool needs_grad(const optional<Tensor>& t) { return t.has_value() && t->requires_grad(); }
+
+template <class... Tensors>
+void check_no_grad(const char* op, const Tensors&... tensors) {
+  TORCH_CHECK(!c10::GradMode::is_enabled() || !(needs_grad(tensors) || ...), "simdnorm.", op,
+              " has no autograd formula and an input requires grad: call it under "
+              "torch.no_grad() or torch.inference_mode(), or use the torch.nn module (it falls "
+              "back to PyTorch when gradients are needed)");
+}
+
+Tensor layer_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
+                           const optional<Tensor>& weight, const optional<Tensor>& bias,
+                           double eps) {
+  check_no_grad("layer_norm", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+Tensor rms_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
+                         const optional<Tensor>& weight, double eps) {
+  check_no_grad("rms_norm", x, weight);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return rms_norm(x, normalized_shape, weight, eps);
+}
+
+Tensor batch_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
+                           const optional<Tensor>& bias, const optional<Tensor>& running_mean,
+                           const optional<Tensor>& running_var,
+                           const optional<Tensor>& num_batches_tracked, bool training,
+                           double momentum, bool cumulative, double eps) {
+  check_no_grad("batch_norm", x, weight, bias, running_mean, running_var);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return batch_norm(x, weight, bias, running_mean, running_var, num_batches_tracked, training,
+                    momentum, cumulative, eps);
+}
+
+Tensor group_norm_autograd(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
+                           const optional<Tensor>& bias, double eps) {
+  check_no_grad("group_norm", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return group_norm(x, num_groups, weight, bias, eps);
+}
+
+Tensor instance_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
+                              const optional<Tensor>& bias, double eps) {
+  check_no_grad("instance_norm", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return instance_norm(x, weight, bias, eps);
+}
+
 }  // namespace
 }  // namespace simdnorm_torch
 
@@ -475,6 +532,14 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("batch_norm", &simdnorm_torch::batch_norm);
   m.impl("group_norm", &simdnorm_torch::group_norm);
   m.impl("instance_norm", &simdnorm_torch::instance_norm);
+}
+
+TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
+  m.impl("layer_norm", &simdnorm_torch::layer_norm_autograd);
+  m.impl("rms_norm", &simdnorm_torch::rms_norm_autograd);
+  m.impl("batch_norm", &simdnorm_torch::batch_norm_autograd);
+  m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
+  m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);
 }
 
 PYBIND11_MODULE(_C, m) {

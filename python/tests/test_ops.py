@@ -194,5 +194,16 @@ def test_errors_name_the_problem():
         ops.batch_norm(x, None, None, torch.zeros(4), None, None, False, 0.1, False, 1e-5)
     with pytest.raises(RuntimeError, match="more than one value|1 value"):
         ops.batch_norm(torch.randn(1, 4), None, None, None, None, None, True, 0.1, False, 1e-5)
-    with pytest.raises(RuntimeError, match="SparseCPU"):
+    with pytest.raises(RuntimeError, match="strided"):
         ops.layer_norm(torch.eye(3).to_sparse(), [3], None, None, 1e-5)
+
+
+def test_no_silent_autograd():
+    x = torch.randn(2, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.layer_norm(x, [8], None, None, 1e-5)
+    w = torch.ones(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.group_norm(torch.randn(2, 4, 3), 2, w, None, 1e-5)
+    with torch.no_grad():
+        assert_close(ops.layer_norm(x, [8], None, None, 1e-5), F.layer_norm(x, [8]))
