@@ -99,10 +99,10 @@ struct cache_stats {
 
 class plan_cache {
  public:
-  // Returns the entry for `key`, made by `make` when it is missing or when `still_valid` says
-  // its contents are out of date. `make` fills an entry or throws.
+  // Returns the plan of the entry for `key`, made by `make` when it is missing or when
+  // `still_valid` says its contents are out of date. `make` returns an entry or throws.
   template <class Make, class Valid>
-  cache_entry get(const std::string& key, Make&& make, Valid&& still_valid) {
+  simdnorm::plan get(const std::string& key, Make&& make, Valid&& still_valid) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = index_.find(key);
@@ -110,7 +110,7 @@ class plan_cache {
         if (still_valid(it->second->second)) {
           ++stats_.hits;
           entries_.splice(entries_.begin(), entries_, it->second);
-          return it->second->second;
+          return it->second->second.plan;
         }
         ++stats_.stale;
         entries_.erase(it->second);
@@ -120,16 +120,17 @@ class plan_cache {
     }
     cache_entry made = make();  // outside the lock: plan making may take a while
     std::lock_guard<std::mutex> lock(mutex_);
-    if (capacity_ == 0) return made;
+    if (capacity_ == 0) return made.plan;
     auto it = index_.find(key);
     if (it != index_.end()) {
       entries_.erase(it->second);
       index_.erase(it);
     }
-    entries_.emplace_front(key, made);
+    simdnorm::plan plan = made.plan;
+    entries_.emplace_front(key, std::move(made));
     index_.emplace(key, entries_.begin());
     trim();
-    return made;
+    return plan;
   }
 
   void clear() {
@@ -274,14 +275,14 @@ Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params
   Tensor y = output_like(x);
   const auto xd = desc_of(x), yd = desc_of(y);
   std::string key = key_builder(id).add(xd).add(yd).add(extra).add(params.eps).take();
-  cache_entry e = cache().get(
+  simdnorm::plan plan = cache().get(
       key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
   simdnorm::norm_args args;
   args.x = x.data_ptr<float>();
   args.y = y.data_ptr<float>();
   args.gamma = vector_ptr(weight, affine_numel, op, "weight");
   args.beta = vector_ptr(bias, affine_numel, op, "bias");
-  execute(e.plan, args, op);
+  execute(plan, args, op);
   return y;
 }
 
@@ -380,7 +381,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
                           .add(xd).add(yd).add(int64_t{0}).add(params.eps)
                           .add(rm).add(rv).add(gamma).add(beta)
                           .take();
-    cache_entry e = cache().get(
+    simdnorm::plan plan = cache().get(
         key,
         [&] {
           cache_entry made = make_entry(xd, yd, params, op);
@@ -388,7 +389,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
           return made;
         },
         [&](const cache_entry& entry) { return same_folded(entry.folded, folded_ptrs, c); });
-    execute(e.plan, args, op);
+    execute(plan, args, op);
     return y;
   }
 
@@ -411,7 +412,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
                         .add(xd).add(yd).add(int64_t{1}).add(params.eps)
                         .add(params.momentum).add(int64_t{cumulative})
                         .take();
-  cache_entry e = cache().get(
+  simdnorm::plan plan = cache().get(
       key,
       [&] { return make_entry(xd, yd, params, op); },
       always_valid);
@@ -422,7 +423,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
     args.running_var = running_var->data_ptr<float>();
   }
   args.num_batches_tracked = nbt;
-  execute(e.plan, args, op);
+  execute(plan, args, op);
   if (rm != nullptr) {
     bump_version(*running_mean);
     bump_version(*running_var);
