@@ -40,6 +40,13 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
+def parallel_backend():
+    for line in torch.__config__.parallel_info().splitlines():
+        if line.startswith("ATen parallel backend"):
+            return line.strip()
+    return "ATen parallel backend: unknown"
+
+
 def forward_seconds(model, x):
     start = time.perf_counter()
     model(x)
@@ -57,6 +64,39 @@ def norm_share(model, x, forwards):
     total = next(e.cpu_time_total for e in events if e.key == "forward")
     norm = sum(e.cpu_time_total for e in events if e.key in NORM_OPS)
     return norm * 1e-6 / forwards, norm / total
+
+
+def norm_layers(model, conv, x):
+    """[(original module, converted module, its input)] for each converted normalization
+    module, the inputs recorded during one forward of the original."""
+    conv_modules = dict(conv.named_modules())
+    modules, inputs, handles = {}, {}, []
+    for name, m in model.named_modules():
+        c = conv_modules.get(name)
+        if c is not None and type(c) is not type(m) and isinstance(c, type(m)):
+            modules[name] = (m, c)
+            handles.append(m.register_forward_hook(
+                lambda mod, inp, out, name=name: inputs.setdefault(name, inp[0].clone())))
+    model(x)
+    for h in handles:
+        h.remove()
+    return [(m, c, inputs[name]) for name, (m, c) in modules.items() if name in inputs]
+
+
+def isolated_norm_seconds(layers, reps):
+    """Sum over the layers of the median time of one call, original and converted module,
+    timed alternately: the normalization work without the rest of the model."""
+    before = after = 0.0
+    for m, c, x in layers:
+        m(x)
+        c(x)
+        tb, ta = [], []
+        for _ in range(reps):
+            tb.append(forward_seconds(m, x))
+            ta.append(forward_seconds(c, x))
+        before += statistics.median(tb)
+        after += statistics.median(ta)
+    return before, after
 
 
 def bench_model(name, size, batch, threads, runs, profile_runs):
@@ -77,11 +117,13 @@ def bench_model(name, size, batch, threads, runs, profile_runs):
                 after.append(forward_seconds(conv, x))
             norm_before, share_before = norm_share(model, x, profile_runs)
             norm_after, share_after = norm_share(conv, x, profile_runs)
+            alone_before, alone_after = isolated_norm_seconds(norm_layers(model, conv, x), 7)
             rows.append(dict(model=name, threads=t, converted=report.num_converted,
                              skipped=len(report.skipped), before=statistics.median(before),
                              after=statistics.median(after), norm_before=norm_before,
                              norm_after=norm_after, share_before=share_before,
-                             share_after=share_after))
+                             share_after=share_after, alone_before=alone_before,
+                             alone_after=alone_after))
             print(f"  {name} threads={t}: {rows[-1]}", file=sys.stderr, flush=True)
     return rows
 
@@ -155,8 +197,7 @@ def main():
                f"(1-minute load average {load_start:.1f} at the start, {load_end:.1f} at the "
                f"end). Date: {datetime.date.today().isoformat()}.")
     out.append(f"PyTorch {torch.__version__} (Debian), torchvision {torchvision.__version__}, "
-               f"simdnorm ISA {simdnorm_torch.kernel_isa()}; parallel backend: "
-               f"{torch.__config__.parallel_info().splitlines()[0]}.")
+               f"simdnorm ISA {simdnorm_torch.kernel_isa()}; {parallel_backend()}.")
     out.append("")
     out.append(f"Made with `{args.command or ' '.join(sys.argv)}` in {wall:.0f} s wall time. "
                f"Input: batch {args.batch}, 3x{args.size}x{args.size}, random weights "
@@ -170,24 +211,35 @@ def main():
                "layer_norm, group_norm, instance_norm before; simdnorm::* after) per forward and "
                f"its share of the forward, from {args.profile_runs} forwards under "
                "torch.profiler (which adds its own overhead per op). *modules*: normalization "
-               "modules converted (and left to PyTorch).")
+               "modules converted (and left to PyTorch). *alone*: the converted modules timed "
+               "one by one on the inputs they get in the model, original and converted "
+               "alternately, median of 7 calls each, summed over the modules (module call "
+               "overhead included); *alone speedup* = before / after. The end-to-end times "
+               "swing with the machine's load by more than the normalization share; *alone* "
+               "is the steadier comparison of the normalization work.")
     out.append("")
     out.append("| model | threads | modules | before ms | after ms | after / before "
-               "| norm ms before | norm ms after | norm share before | norm share after |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "| norm ms before | norm ms after | norm share before | norm share after "
+               "| alone ms before | alone ms after | alone speedup |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         out.append(f"| {r['model']} | {r['threads']} | {r['converted']} ({r['skipped']}) "
                    f"| {r['before'] * 1e3:.1f} | {r['after'] * 1e3:.1f} "
                    f"| {r['after'] / r['before']:.3f} | {r['norm_before'] * 1e3:.2f} "
                    f"| {r['norm_after'] * 1e3:.2f} | {r['share_before'] * 100:.1f} % "
-                   f"| {r['share_after'] * 100:.1f} % |")
+                   f"| {r['share_after'] * 100:.1f} % | {r['alone_before'] * 1e3:.2f} "
+                   f"| {r['alone_after'] * 1e3:.2f} "
+                   f"| {r['alone_before'] / r['alone_after']:.2f} |")
     out.append("")
     slower = [f"{r['model']} ({r['threads']} thr)" for r in rows if r["after"] > r["before"]]
     norm_slower = [f"{r['model']} ({r['threads']} thr)" for r in rows
                    if r["norm_after"] > r["norm_before"]]
+    alone_slower = [f"{r['model']} ({r['threads']} thr)" for r in rows
+                    if r["alone_after"] > r["alone_before"]]
     out.append("Converted slower end to end: " + (", ".join(slower) or "none") + ". "
-               "Normalization time higher after conversion: " +
-               (", ".join(norm_slower) or "none") + ".")
+               "Normalization time (profiler) higher after conversion: " +
+               (", ".join(norm_slower) or "none") + ". Normalization modules alone slower "
+               "after conversion: " + (", ".join(alone_slower) or "none") + ".")
     out.append("")
     out.append("## Per-call overhead on a tiny tensor (1 thread, microseconds per call)")
     out.append("")

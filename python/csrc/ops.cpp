@@ -273,6 +273,7 @@ Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params
                  const optional<Tensor>& weight, const optional<Tensor>& bias,
                  int64_t affine_numel) {
   Tensor y = output_like(x);
+  if (x.numel() == 0) return y;  // plans want positive sizes; there is nothing to compute
   const auto xd = desc_of(x), yd = desc_of(y);
   std::string key = key_builder(id).add(xd).add(yd).add(extra).add(params.eps).take();
   simdnorm::plan plan = cache().get(
@@ -361,6 +362,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   const float* rv = vector_ptr(running_var, c, op, "running_var");
   TORCH_CHECK((rm == nullptr) == (rv == nullptr), "simdnorm.", op,
               ": running_mean and running_var must be given together");
+  if (x.numel() == 0) return y;  // nothing to normalize; the running statistics stay as they are
   const auto xd = desc_of(x), yd = desc_of(y);
   simdnorm::batch_norm_params params;
   params.eps = static_cast<float>(eps);

@@ -207,3 +207,12 @@ def test_no_silent_autograd():
         ops.group_norm(torch.randn(2, 4, 3), 2, w, None, 1e-5)
     with torch.no_grad():
         assert_close(ops.layer_norm(x, [8], None, None, 1e-5), F.layer_norm(x, [8]))
+
+
+def test_empty_inputs():
+    assert ops.layer_norm(torch.randn(0, 8), [8], None, None, 1e-5).shape == (0, 8)
+    assert ops.group_norm(torch.randn(2, 4, 0), 2, None, None, 1e-5).shape == (2, 4, 0)
+    rm = torch.zeros(4)
+    y = ops.batch_norm(torch.randn(0, 4, 3), None, None, rm, torch.ones(4), None, True, 0.1,
+                       False, 1e-5)
+    assert y.shape == (0, 4, 3) and torch.equal(rm, torch.zeros(4))
