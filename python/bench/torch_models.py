@@ -71,12 +71,17 @@ def norm_layers(model, conv, x):
     module, the inputs recorded during one forward of the original."""
     conv_modules = dict(conv.named_modules())
     modules, inputs, handles = {}, {}, []
+
+    def record(name):
+        def hook(module, args, output):  # returns None: the output stays as it is
+            inputs.setdefault(name, args[0].clone())
+        return hook
+
     for name, m in model.named_modules():
         c = conv_modules.get(name)
         if c is not None and type(c) is not type(m) and isinstance(c, type(m)):
             modules[name] = (m, c)
-            handles.append(m.register_forward_hook(
-                lambda mod, inp, out, name=name: inputs.setdefault(name, inp[0].clone())))
+            handles.append(m.register_forward_hook(record(name)))
     model(x)
     for h in handles:
         h.remove()

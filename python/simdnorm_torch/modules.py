@@ -56,10 +56,29 @@ def _run(op, fast, slow, x, *params):
     return slow(x)
 
 
+def _rows_dense(x, ndim):
+    """Whether the trailing `ndim` dims of x are dense row-major, as the row plans need."""
+    expected = 1
+    for d in range(x.dim() - 1, x.dim() - 1 - ndim, -1):
+        if x.size(d) != 1 and x.stride(d) != expected:
+            return False
+        expected *= x.size(d)
+    return True
+
+
+def _layout_fallback(op, x, slow):
+    """PyTorch's forward for rows that are not dense (e.g. a permuted NCHW tensor), counted;
+    checked here because a rejected plan costs an exception per call."""
+    _fallbacks[f"{op}: layout"] += 1
+    return slow(x)
+
+
 class LayerNorm(nn.LayerNorm):
     """torch.nn.LayerNorm on simdnorm."""
 
     def forward(self, x):
+        if not _rows_dense(x, len(self.normalized_shape)):
+            return _layout_fallback("layer_norm", x, super().forward)
         return _run("layer_norm",
                     lambda: _ops.layer_norm(x, self.normalized_shape, self.weight, self.bias,
                                             self.eps),
@@ -161,10 +180,14 @@ class RMSNorm(nn.Module):
             self.register_parameter("weight", None)
 
     def forward(self, x):
+        if not _rows_dense(x, len(self.normalized_shape)):
+            return _layout_fallback("rms_norm", x, self._reference)
         return _run("rms_norm",
                     lambda: _ops.rms_norm(x, self.normalized_shape, self.weight, self.eps),
-                    lambda t: _rms_reference(t, self.normalized_shape, self.weight, self.eps),
-                    x, self.weight)
+                    self._reference, x, self.weight)
+
+    def _reference(self, x):
+        return _rms_reference(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -181,6 +204,8 @@ def _rms_subclass(base):
         def forward(self, x):
             eps = getattr(self, self._simdnorm_eps_name)
             eps = torch.finfo(torch.float32).eps if eps is None else float(eps)
+            if not _rows_dense(x, len(self._simdnorm_shape)):
+                return _layout_fallback("rms_norm", x, super(cls, self).forward)
             return _run("rms_norm",
                         lambda: _ops.rms_norm(x, self._simdnorm_shape, self.weight, eps),
                         super(cls, self).forward, x, self.weight)

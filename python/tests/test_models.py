@@ -216,3 +216,14 @@ def test_instance_norm_unbatched_and_group_norm():
         assert rel_diff(m(x), ref_m(x)) < 1e-5
         assert rel_diff(g(x[None]), ref_g(x[None])) < 1e-5
         assert rel_diff(F.group_norm(x[None], 2), g(x[None])) < 1e-5
+
+
+def test_layer_norm_on_permuted_input_falls_back_without_error():
+    m = nn.LayerNorm(8)
+    ref = copy.deepcopy(m)
+    simdnorm_torch.convert(m)
+    x = torch.randn(2, 8, 3, 3).permute(0, 2, 3, 1)  # channels of NCHW, as swin_t's first norm
+    before = simdnorm_torch.fallback_counts().get("layer_norm: layout", 0)
+    with torch.no_grad():
+        assert torch.equal(m(x), ref(x))
+    assert simdnorm_torch.fallback_counts()["layer_norm: layout"] == before + 1
