@@ -9,6 +9,8 @@
 #             the selected ISA only, largest sizes skipped; see tests/test_util.hpp)
 #   asan      AddressSanitizer + UBSan build, the full suite (every ISA), must be clean
 #   tsan      ThreadSanitizer build of the concurrency test (scripts/tsan.sh), must be clean
+#   torch     the PyTorch extension (python/): Debian's torch 1.13, its pytest suite with real
+#             torchvision models converted (scripts/torch.sh)
 #   fuzz      the C API's libFuzzer harness (clang-16, ASan + UBSan) over the committed corpus,
 #             then 120 s of fuzzing from it (scripts/fuzz.sh); any finding fails
 #   arm       aarch64 cross build (NEON) with oneTBB and the benchmark, against Debian's arm64
@@ -32,10 +34,10 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-  stages=(release isa-env qemu-x86 asan tsan fuzz arm package)
+  stages=(release isa-env qemu-x86 asan tsan fuzz torch arm package)
   # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
   # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
-  [ "$(uname -m)" = x86_64 ] || stages=(release isa-env asan tsan fuzz package)
+  [ "$(uname -m)" = x86_64 ] || stages=(release isa-env asan tsan fuzz torch package)
 fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
@@ -156,6 +158,11 @@ stage_tsan() {
 # ---- fuzz: libFuzzer over the C API ----------------------------------------------------------
 stage_fuzz() {
   "$root/scripts/fuzz.sh" 120 "$build/fuzz"
+}
+
+# ---- torch: the PyTorch extension and its pytest suite ---------------------------------------
+stage_torch() {
+  SIMDNORM_TORCH_BUILD="$build/torch" SIMDNORM_TORCH_JOBS="$jobs" "$root/scripts/torch.sh"
 }
 
 # ---- arm: aarch64 cross build, tests and a benchmark smoke under qemu-aarch64 -----------------

@@ -5,6 +5,8 @@
 #   scripts/setup.sh --peers    also oneDNN and libtorch (optional benchmark comparators)
 #   scripts/setup.sh --cross    also the aarch64 cross compiler and qemu-user (ARM tests)
 #   scripts/setup.sh --plots    also Debian's python3-matplotlib (benchmark report charts)
+#   scripts/setup.sh --torch    also Debian's PyTorch, torchvision, pybind11 and pytest (the
+#                               PyTorch extension in python/)
 #   scripts/setup.sh --ci       what scripts/ci.sh needs: --cross plus pkg-config
 #   scripts/setup.sh --fuzz     also clang-16 and its sanitizer runtimes (libFuzzer harness,
 #                               scripts/fuzz.sh)
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
     --peers) pkgs+=(libdnnl-dev libtorch-dev) ;;
     --cross) pkgs+=("${cross[@]}") ;;
     --plots) pkgs+=(python3-matplotlib) ;;
+    --torch) pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-torchvision) ;;
     --qemu)  pkgs+=(qemu-user) ;;
     --ci)    pkgs+=("${cross[@]}" pkg-config) ;;
     --fuzz)  pkgs+=(clang-16 libclang-rt-16-dev) ;;

@@ -1,0 +1,558 @@
+// simdnorm_torch: simdnorm's plans as PyTorch operators (torch.ops.simdnorm.*).
+//
+// Each call builds a plan key from the op, the shapes, the strides and the parameters, takes the
+// plan from a small LRU cache (or makes it) and executes it on an executor that hands the tasks
+// to at::parallel_for, so torch.set_num_threads governs the threads. Forward only: the
+// operators have no autograd formula and refuse inputs that require grad in grad mode (the
+// Python modules fall back to PyTorch when a graph is needed).
+//
+// BatchNorm inference folds the running statistics, gamma and beta into the plan. Its cache
+// entries keep a copy of those values and are compared with the tensors' current contents on
+// every call (4 * C floats), so any update, through autograd-visible in-place ops or not,
+// makes a new plan.
+#include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <pybind11/pybind11.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "simdnorm/plan.hpp"
+
+namespace simdnorm_torch {
+namespace {
+
+using at::Tensor;
+using c10::optional;
+
+// ---- threads --------------------------------------------------------------------------------
+
+class torch_executor final : public simdnorm::executor {
+ public:
+  std::size_t concurrency() const noexcept override {
+    return static_cast<std::size_t>(at::get_num_threads());
+  }
+  void parallel_for(std::size_t n, task_fn task, void* ctx) override {
+    at::parallel_for(0, static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+      task(ctx, static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
+    });
+  }
+};
+
+torch_executor& executor() {
+  static torch_executor exec;
+  return exec;
+}
+
+// ---- plan cache -----------------------------------------------------------------------------
+
+enum class op_id : int64_t { layer_norm, rms_norm, batch_norm, group_norm, instance_norm };
+
+// The bytes of a key: the op, both tensor descriptors and the parameters.
+class key_builder {
+ public:
+  explicit key_builder(op_id op) { add(static_cast<int64_t>(op)); }
+  key_builder& add(int64_t v) {
+    bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  key_builder& add(float v) {
+    int32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return add(static_cast<int64_t>(bits));
+  }
+  key_builder& add(const void* p) {
+    return add(static_cast<int64_t>(reinterpret_cast<intptr_t>(p)));
+  }
+  key_builder& add(const simdnorm::tensor_desc& d) {
+    add(static_cast<int64_t>(d.ndim));
+    for (int i = 0; i < d.ndim; ++i) add(d.shape[i]).add(d.strides[i]);
+    return *this;
+  }
+  std::string take() { return std::move(bytes_); }
+
+ private:
+  std::string bytes_;
+};
+
+struct cache_entry {
+  simdnorm::plan plan;
+  std::vector<float> folded;  // BatchNorm inference: the values folded into the plan
+};
+
+struct cache_stats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t stale = 0;  // BatchNorm inference entries whose folded values had changed
+};
+
+class plan_cache {
+ public:
+  // Returns the plan of the entry for `key`, made by `make` when it is missing or when
+  // `still_valid` says its contents are out of date. `make` returns an entry or throws.
+  template <class Make, class Valid>
+  simdnorm::plan get(const std::string& key, Make&& make, Valid&& still_valid) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        if (still_valid(it->second->second)) {
+          ++stats_.hits;
+          entries_.splice(entries_.begin(), entries_, it->second);
+          return it->second->second.plan;
+        }
+        ++stats_.stale;
+        entries_.erase(it->second);
+        index_.erase(it);
+      }
+      ++stats_.misses;
+    }
+    cache_entry made = make();  // outside the lock: plan making may take a while
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capacity_ == 0) return made.plan;
+    auto it = index_.find(key);
+    if (it != index_.end()) {
+      entries_.erase(it->second);
+      index_.erase(it);
+    }
+    simdnorm::plan plan = made.plan;
+    entries_.emplace_front(key, std::move(made));
+    index_.emplace(key, entries_.begin());
+    trim();
+    return plan;
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.clear();
+    index_.clear();
+    stats_ = {};
+  }
+  void set_capacity(int64_t capacity) {
+    TORCH_CHECK(capacity >= 0, "simdnorm: cache capacity must be >= 0, got ", capacity);
+    std::lock_guard<std::mutex> lock(mutex_);
+    capacity_ = static_cast<std::size_t>(capacity);
+    trim();
+  }
+  pybind11::dict info() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pybind11::dict d;
+    d["size"] = entries_.size();
+    d["capacity"] = capacity_;
+    d["hits"] = stats_.hits;
+    d["misses"] = stats_.misses;
+    d["stale"] = stats_.stale;
+    return d;
+  }
+
+ private:
+  void trim() {
+    while (entries_.size() > capacity_) {
+      index_.erase(entries_.back().first);
+      entries_.pop_back();
+    }
+  }
+
+  using list_t = std::list<std::pair<std::string, cache_entry>>;
+  std::mutex mutex_;
+  std::size_t capacity_ = 256;
+  list_t entries_;
+  std::unordered_map<std::string, list_t::iterator> index_;
+  cache_stats stats_;
+};
+
+plan_cache& cache() {
+  static plan_cache c;
+  return c;
+}
+
+// ---- argument checks and conversions ---------------------------------------------------------
+
+void check_input(const Tensor& x, const char* op) {
+  TORCH_CHECK(x.device().is_cpu(), "simdnorm.", op, ": input must be a CPU tensor, got ",
+              x.device());
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "simdnorm.", op,
+              ": input must be float32, got ", x.scalar_type());
+  TORCH_CHECK(x.layout() == at::kStrided, "simdnorm.", op, ": input must be a strided tensor");
+  TORCH_CHECK(x.dim() <= simdnorm::max_dims, "simdnorm.", op, ": input has ", x.dim(),
+              " dims, at most ", simdnorm::max_dims, " are supported");
+}
+
+// A per-channel (or per-element) vector: float32, CPU, contiguous, `numel` entries.
+const float* vector_ptr(const optional<Tensor>& t, int64_t numel, const char* op,
+                        const char* name) {
+  if (!t.has_value() || !t->defined()) return nullptr;
+  TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "simdnorm.", op, ": ",
+              name, " must be a float32 CPU tensor, got ", t->scalar_type(), " on ",
+              t->device());
+  TORCH_CHECK(t->is_contiguous(), "simdnorm.", op, ": ", name, " must be contiguous");
+  TORCH_CHECK(t->numel() == numel, "simdnorm.", op, ": ", name, " has ", t->numel(),
+              " elements, expected ", numel);
+  return t->data_ptr<float>();
+}
+
+simdnorm::tensor_desc desc_of(const Tensor& t) {
+  simdnorm::tensor_desc d;
+  d.ndim = static_cast<int>(t.dim());
+  for (int i = 0; i < d.ndim; ++i) {
+    d.shape[i] = t.size(i);
+    d.strides[i] = t.stride(i);
+  }
+  return d;
+}
+
+void check_status(const simdnorm::status& s, const char* op) {
+  TORCH_CHECK(s.ok(), "simdnorm.", op, ": ", s.message(), " (",
+              simdnorm::to_string(s.code()), ")");
+}
+
+// make_plan(x, y, params, &plan): simdnorm's plan maker for the op of `params`.
+#define SIMDNORM_TORCH_MAKE_PLAN(op)                                                       \
+  inline simdnorm::status make_plan(const simdnorm::tensor_desc& x,                         \
+                                    const simdnorm::tensor_desc& y,                         \
+                                    const simdnorm::op##_params& params, simdnorm::plan* out) { \
+    return simdnorm::plan::op(x, y, params, out);                                         \
+  }
+SIMDNORM_OP_LIST(SIMDNORM_TORCH_MAKE_PLAN)
+#undef SIMDNORM_TORCH_MAKE_PLAN
+
+template <class Params>
+cache_entry make_entry(const simdnorm::tensor_desc& x, const simdnorm::tensor_desc& y,
+                       const Params& params, const char* op) {
+  cache_entry e;
+  check_status(make_plan(x, y, params, &e.plan), op);
+  return e;
+}
+
+bool always_valid(const cache_entry&) { return true; }
+
+// Runs `plan` with a workspace from PyTorch's allocator (64-byte aligned) when it needs one.
+void execute(const simdnorm::plan& plan, simdnorm::norm_args args, const char* op) {
+  Tensor workspace;
+  if (plan.workspace_bytes() > 0) {
+    workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes())}, at::kByte);
+    args.workspace = workspace.data_ptr();
+  }
+  check_status(plan.execute(args, &executor()), op);
+}
+
+Tensor output_like(const Tensor& x) { return at::empty_like(x); }
+
+// ---- operators ------------------------------------------------------------------------------
+
+int64_t check_normalized_shape(const Tensor& x, at::IntArrayRef normalized_shape,
+                               const char* op) {
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  TORCH_CHECK(k >= 1 && k <= x.dim(), "simdnorm.", op, ": normalized_shape has ", k,
+              " dims, input has ", x.dim());
+  int64_t numel = 1;
+  for (int64_t i = 0; i < k; ++i) {
+    TORCH_CHECK(x.size(x.dim() - k + i) == normalized_shape[i], "simdnorm.", op,
+                ": normalized_shape ", normalized_shape, " does not match the input's trailing ",
+                "dims ", x.sizes());
+    numel *= normalized_shape[i];
+  }
+  return numel;
+}
+
+// The ops whose plans depend on shapes and parameters only (all but BatchNorm): `extra` is the
+// parameter besides eps that the plan depends on; gamma and beta have `affine_numel` entries.
+template <class Params>
+Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params, int64_t extra,
+                 const optional<Tensor>& weight, const optional<Tensor>& bias,
+                 int64_t affine_numel) {
+  Tensor y = output_like(x);
+  if (x.numel() == 0) return y;  // plans want positive sizes; there is nothing to compute
+  const auto xd = desc_of(x), yd = desc_of(y);
+  std::string key = key_builder(id).add(xd).add(yd).add(extra).add(params.eps).take();
+  simdnorm::plan plan = cache().get(
+      key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
+  simdnorm::norm_args args;
+  args.x = x.data_ptr<float>();
+  args.y = y.data_ptr<float>();
+  args.gamma = vector_ptr(weight, affine_numel, op, "weight");
+  args.beta = vector_ptr(bias, affine_numel, op, "bias");
+  execute(plan, args, op);
+  return y;
+}
+
+// LayerNorm and RMSNorm: rows over the trailing dims named by normalized_shape.
+template <class Params>
+Tensor row_norm(op_id id, const char* op, const Tensor& x, at::IntArrayRef normalized_shape,
+                const optional<Tensor>& weight, const optional<Tensor>& bias, double eps) {
+  check_input(x, op);
+  const int64_t row = check_normalized_shape(x, normalized_shape, op);
+  Params params;
+  params.normalized_ndim = static_cast<int>(normalized_shape.size());
+  params.eps = static_cast<float>(eps);
+  return run_plain(id, op, x, params, params.normalized_ndim, weight, bias, row);
+}
+
+Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape,
+                  const optional<Tensor>& weight, const optional<Tensor>& bias, double eps) {
+  return row_norm<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm", x,
+                                               normalized_shape, weight, bias, eps);
+}
+
+Tensor rms_norm(const Tensor& x, at::IntArrayRef normalized_shape,
+                const optional<Tensor>& weight, double eps) {
+  return row_norm<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm", x, normalized_shape,
+                                             weight, c10::nullopt, eps);
+}
+
+int64_t channels_of(const Tensor& x, const char* op) {
+  TORCH_CHECK(x.dim() >= 2, "simdnorm.", op, ": input needs at least 2 dims (N, C, ...), got ",
+              x.sizes());
+  return x.size(1);
+}
+
+// Appends the values a BatchNorm inference plan folds in (absent vectors add nothing; the key
+// records which are present).
+void append_folded(std::vector<float>* out, const float* p, int64_t c) {
+  if (p != nullptr) out->insert(out->end(), p, p + c);
+}
+
+bool same_folded(const std::vector<float>& folded, const float* const* ptrs, int64_t c) {
+  std::size_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (ptrs[i] == nullptr) continue;
+    if (folded.size() < at + static_cast<std::size_t>(c) ||
+        std::memcmp(folded.data() + at, ptrs[i], sizeof(float) * c) != 0) {
+      return false;
+    }
+    at += static_cast<std::size_t>(c);
+  }
+  return at == folded.size();
+}
+
+void bump_version(const Tensor& t) {
+  if (t.unsafeGetTensorImpl()->version_counter().enabled()) t.unsafeGetTensorImpl()->bump_version();
+}
+
+void check_mutable(const optional<Tensor>& t, const char* op, const char* name) {
+  if (!t.has_value() || !t->defined()) return;
+  TORCH_CHECK(t->unsafeGetTensorImpl()->version_counter().enabled() ||
+                  c10::InferenceMode::is_enabled(),
+              "simdnorm.", op, ": ", name,
+              " is an inference tensor; it cannot be updated outside InferenceMode");
+}
+
+Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias,
+                  const optional<Tensor>& running_mean, const optional<Tensor>& running_var,
+                  const optional<Tensor>& num_batches_tracked, bool training, double momentum,
+                  bool cumulative, double eps) {
+  constexpr const char* op = "batch_norm";
+  check_input(x, op);
+  const int64_t c = channels_of(x, op);
+  Tensor y = output_like(x);
+  const float* gamma = vector_ptr(weight, c, op, "weight");
+  const float* beta = vector_ptr(bias, c, op, "bias");
+  const float* rm = vector_ptr(running_mean, c, op, "running_mean");
+  const float* rv = vector_ptr(running_var, c, op, "running_var");
+  TORCH_CHECK((rm == nullptr) == (rv == nullptr), "simdnorm.", op,
+              ": running_mean and running_var must be given together");
+  if (x.numel() == 0) return y;  // nothing to normalize; the running statistics stay as they are
+  const auto xd = desc_of(x), yd = desc_of(y);
+  simdnorm::batch_norm_params params;
+  params.eps = static_cast<float>(eps);
+  params.training = training;
+  simdnorm::norm_args args;
+  args.x = x.data_ptr<float>();
+  args.y = y.data_ptr<float>();
+
+  if (!training) {
+    TORCH_CHECK(rm != nullptr, "simdnorm.", op,
+                ": inference (training=False) needs running_mean and running_var");
+    params.running_mean = rm;
+    params.running_var = rv;
+    params.gamma = gamma;
+    params.beta = beta;
+    const float* folded_ptrs[4] = {rm, rv, gamma, beta};
+    std::string key = key_builder(op_id::batch_norm)
+                          .add(xd).add(yd).add(int64_t{0}).add(params.eps)
+                          .add(rm).add(rv).add(gamma).add(beta)
+                          .take();
+    simdnorm::plan plan = cache().get(
+        key,
+        [&] {
+          cache_entry made = make_entry(xd, yd, params, op);
+          for (const float* v : folded_ptrs) append_folded(&made.folded, v, c);
+          return made;
+        },
+        [&](const cache_entry& entry) { return same_folded(entry.folded, folded_ptrs, c); });
+    execute(plan, args, op);
+    return y;
+  }
+
+  params.momentum = static_cast<float>(momentum);
+  params.cumulative = cumulative;
+  params.convention = simdnorm::momentum_convention::pytorch;
+  int64_t* nbt = nullptr;
+  if (num_batches_tracked.has_value() && num_batches_tracked->defined()) {
+    const Tensor& t = *num_batches_tracked;
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kLong && t.numel() == 1,
+                "simdnorm.", op, ": num_batches_tracked must be a one-element int64 CPU tensor");
+    nbt = t.data_ptr<int64_t>();
+  }
+  TORCH_CHECK(!(cumulative && rm != nullptr && nbt == nullptr), "simdnorm.", op,
+              ": cumulative averaging (momentum=None) needs num_batches_tracked");
+  check_mutable(running_mean, op, "running_mean");
+  check_mutable(running_var, op, "running_var");
+  check_mutable(num_batches_tracked, op, "num_batches_tracked");
+  std::string key = key_builder(op_id::batch_norm)
+                        .add(xd).add(yd).add(int64_t{1}).add(params.eps)
+                        .add(params.momentum).add(int64_t{cumulative})
+                        .take();
+  simdnorm::plan plan = cache().get(
+      key,
+      [&] { return make_entry(xd, yd, params, op); },
+      always_valid);
+  args.gamma = gamma;
+  args.beta = beta;
+  if (rm != nullptr) {
+    args.running_mean = running_mean->data_ptr<float>();
+    args.running_var = running_var->data_ptr<float>();
+  }
+  args.num_batches_tracked = nbt;
+  execute(plan, args, op);
+  if (rm != nullptr) {
+    bump_version(*running_mean);
+    bump_version(*running_var);
+  }
+  if (nbt != nullptr) bump_version(*num_batches_tracked);
+  return y;
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
+                  const optional<Tensor>& bias, double eps) {
+  constexpr const char* op = "group_norm";
+  check_input(x, op);
+  const int64_t c = channels_of(x, op);
+  TORCH_CHECK(num_groups >= 1 && num_groups <= c, "simdnorm.", op, ": num_groups ", num_groups,
+              " must be in [1, C = ", c, "]");
+  simdnorm::group_norm_params params;
+  params.num_groups = static_cast<int>(num_groups);
+  params.eps = static_cast<float>(eps);
+  return run_plain(op_id::group_norm, op, x, params, num_groups, weight, bias, c);
+}
+
+Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight,
+                     const optional<Tensor>& bias, double eps) {
+  constexpr const char* op = "instance_norm";
+  check_input(x, op);
+  const int64_t c = channels_of(x, op);
+  simdnorm::instance_norm_params params;
+  params.eps = static_cast<float>(eps);
+  return run_plain(op_id::instance_norm, op, x, params, 0, weight, bias, c);
+}
+
+// ---- autograd ---------------------------------------------------------------------------------
+// The operators have no derivative. Rather than return outputs that silently drop out of the
+// graph, a call that would need one (grad mode on, an input requiring grad) fails.
+
+bool needs_grad(const Tensor& t) { return t.requires_grad(); }
+bool needs_grad(const optional<Tensor>& t) { return t.has_value() && t->requires_grad(); }
+
+template <class... Tensors>
+void check_no_grad(const char* op, const Tensors&... tensors) {
+  TORCH_CHECK(!c10::GradMode::is_enabled() || !(needs_grad(tensors) || ...), "simdnorm.", op,
+              " has no autograd formula and an input requires grad: call it under "
+              "torch.no_grad() or torch.inference_mode(), or use the torch.nn module (it falls "
+              "back to PyTorch when gradients are needed)");
+}
+
+Tensor layer_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
+                           const optional<Tensor>& weight, const optional<Tensor>& bias,
+                           double eps) {
+  check_no_grad("layer_norm", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+Tensor rms_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
+                         const optional<Tensor>& weight, double eps) {
+  check_no_grad("rms_norm", x, weight);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return rms_norm(x, normalized_shape, weight, eps);
+}
+
+Tensor batch_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
+                           const optional<Tensor>& bias, const optional<Tensor>& running_mean,
+                           const optional<Tensor>& running_var,
+                           const optional<Tensor>& num_batches_tracked, bool training,
+                           double momentum, bool cumulative, double eps) {
+  check_no_grad("batch_norm", x, weight, bias, running_mean, running_var);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return batch_norm(x, weight, bias, running_mean, running_var, num_batches_tracked, training,
+                    momentum, cumulative, eps);
+}
+
+Tensor group_norm_autograd(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
+                           const optional<Tensor>& bias, double eps) {
+  check_no_grad("group_norm", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return group_norm(x, num_groups, weight, bias, eps);
+}
+
+Tensor instance_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
+                              const optional<Tensor>& bias, double eps) {
+  check_no_grad("instance_norm", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return instance_norm(x, weight, bias, eps);
+}
+
+}  // namespace
+}  // namespace simdnorm_torch
+
+TORCH_LIBRARY(simdnorm, m) {
+  m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
+        "Tensor? bias=None, float eps=1e-05) -> Tensor");
+  m.def("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
+        "float eps=1e-06) -> Tensor");
+  m.def("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
+        "Tensor(b!)? running_var, Tensor(c!)? num_batches_tracked, bool training, "
+        "float momentum=0.1, bool cumulative=False, float eps=1e-05) -> Tensor");
+  m.def("group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> Tensor");
+  m.def("instance_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, "
+        "float eps=1e-05) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
+  m.impl("layer_norm", &simdnorm_torch::layer_norm);
+  m.impl("rms_norm", &simdnorm_torch::rms_norm);
+  m.impl("batch_norm", &simdnorm_torch::batch_norm);
+  m.impl("group_norm", &simdnorm_torch::group_norm);
+  m.impl("instance_norm", &simdnorm_torch::instance_norm);
+}
+
+TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
+  m.impl("layer_norm", &simdnorm_torch::layer_norm_autograd);
+  m.impl("rms_norm", &simdnorm_torch::rms_norm_autograd);
+  m.impl("batch_norm", &simdnorm_torch::batch_norm_autograd);
+  m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
+  m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);
+}
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "simdnorm PyTorch operators (torch.ops.simdnorm) and their plan cache";
+  m.def("cache_info", [] { return simdnorm_torch::cache().info(); },
+        "Plan cache size, capacity, hits, misses and stale (refolded BatchNorm) entries.");
+  m.def("clear_cache", [] { simdnorm_torch::cache().clear(); }, "Drops every cached plan.");
+  m.def("set_cache_capacity", [](int64_t n) { simdnorm_torch::cache().set_capacity(n); },
+        "Maximum number of cached plans (0 disables the cache).");
+  m.def("kernel_isa", [] {
+    return std::string(simdnorm::isa_name(simdnorm::active_isa()));
+  }, "The ISA whose kernels new plans use.");
+}

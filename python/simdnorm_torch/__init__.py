@@ -1,0 +1,34 @@
+"""simdnorm's SIMD normalization kernels inside PyTorch (CPU, float32, forward).
+
+Importing this package registers the operators ``torch.ops.simdnorm.layer_norm``,
+``rms_norm``, ``batch_norm``, ``group_norm`` and ``instance_norm`` and provides drop-in
+modules and :func:`convert`, which swaps the normalization modules of a model in place::
+
+    import simdnorm_torch
+    report = simdnorm_torch.convert(model)
+    print(report)
+    with torch.inference_mode():
+        y = model(x)
+
+The operators run on PyTorch's intra-op threads (``torch.set_num_threads``).
+"""
+import torch  # loads libtorch before the extension needs it
+
+from . import _C
+from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, ConvertReport, GroupNorm,
+                      InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm,
+                      convert, fallback_counts)
+
+cache_info = _C.cache_info
+clear_cache = _C.clear_cache
+set_cache_capacity = _C.set_cache_capacity
+kernel_isa = _C.kernel_isa
+
+ops = torch.ops.simdnorm
+
+__all__ = [
+    "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "ConvertReport", "GroupNorm",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm",
+    "cache_info", "clear_cache", "convert", "fallback_counts", "kernel_isa", "ops",
+    "set_cache_capacity",
+]

@@ -1,0 +1,316 @@
+"""Drop-in normalization modules on simdnorm's operators, and convert().
+
+Each module subclasses its torch.nn counterpart: same constructor, parameters, buffers and
+state_dict keys, same results up to float32 rounding. A call runs on simdnorm when it can and on
+PyTorch's own forward otherwise:
+
+* float32 CPU input and float32 parameters;
+* no autograd graph wanted: the operators are forward-only, so a call that needs gradients
+  (grad mode on and the input or a parameter requires grad) runs PyTorch's forward. Run
+  inference under ``torch.no_grad()`` or ``torch.inference_mode()``;
+* strides the plan accepts (contiguous, channels_last, padded rows ...).
+
+Each fallback is counted by reason in :func:`fallback_counts`.
+"""
+import collections
+import dataclasses
+
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.instancenorm import _InstanceNorm
+
+_ops = torch.ops.simdnorm
+_fallbacks = collections.Counter()
+
+
+def fallback_counts():
+    """Calls that ran PyTorch's forward instead of simdnorm, as {"op: reason": count}."""
+    return dict(_fallbacks)
+
+
+def _why_not(x, params):
+    """None when simdnorm can run a call on x with these parameters, else the reason. Parameters
+    of another dtype than x fail in PyTorch's forward too: the operator reports them."""
+    if x.dtype != torch.float32:
+        return "dtype"
+    if x.device.type != "cpu":
+        return "device"
+    if torch.is_grad_enabled() and (x.requires_grad or any(p is not None and p.requires_grad
+                                                           for p in params)):
+        return "autograd"
+    return None
+
+
+def _run(op, fast, slow, x, *params):
+    """fast() on simdnorm, or slow(x) (PyTorch) when simdnorm cannot take the call."""
+    why = _why_not(x, params)
+    if why is None:
+        try:
+            return fast()
+        except RuntimeError as e:
+            if "unsupported_layout" not in str(e):
+                raise
+            why = "layout"
+    _fallbacks[f"{op}: {why}"] += 1
+    return slow(x)
+
+
+def _rows_dense(x, ndim):
+    """Whether the trailing `ndim` dims of x are dense row-major, as the row plans need."""
+    expected = 1
+    for d in range(x.dim() - 1, x.dim() - 1 - ndim, -1):
+        if x.size(d) != 1 and x.stride(d) != expected:
+            return False
+        expected *= x.size(d)
+    return True
+
+
+def _layout_fallback(op, x, slow):
+    """PyTorch's forward for rows that are not dense (e.g. a permuted NCHW tensor), counted;
+    checked here because a rejected plan costs an exception per call."""
+    _fallbacks[f"{op}: layout"] += 1
+    return slow(x)
+
+
+class LayerNorm(nn.LayerNorm):
+    """torch.nn.LayerNorm on simdnorm."""
+
+    def forward(self, x):
+        if not _rows_dense(x, len(self.normalized_shape)):
+            return _layout_fallback("layer_norm", x, super().forward)
+        return _run("layer_norm",
+                    lambda: _ops.layer_norm(x, self.normalized_shape, self.weight, self.bias,
+                                            self.eps),
+                    super().forward, x, self.weight, self.bias)
+
+
+class GroupNorm(nn.GroupNorm):
+    """torch.nn.GroupNorm on simdnorm."""
+
+    def forward(self, x):
+        return _run("group_norm",
+                    lambda: _ops.group_norm(x, self.num_groups, self.weight, self.bias, self.eps),
+                    super().forward, x, self.weight, self.bias)
+
+
+class _SimdBatchNorm:
+    """The forward of torch.nn.BatchNorm*d: running statistics and num_batches_tracked are
+    updated as PyTorch does (momentum=None: cumulative average)."""
+
+    def forward(self, x):
+        self._check_input_dim(x)
+        return _run("batch_norm", lambda: self._simdnorm_forward(x), super().forward, x,
+                    self.weight, self.bias, self.running_mean, self.running_var)
+
+    def _simdnorm_forward(self, x):
+        if not self.training and self.running_mean is not None:
+            return _ops.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var,
+                                   None, False, 0.1, False, self.eps)
+        # Batch statistics: training mode, or eval mode without running statistics.
+        track = self.training and self.track_running_stats
+        cumulative = self.momentum is None
+        return _ops.batch_norm(x, self.weight, self.bias,
+                               self.running_mean if track else None,
+                               self.running_var if track else None,
+                               self.num_batches_tracked if track else None, True,
+                               0.0 if cumulative else self.momentum, cumulative, self.eps)
+
+
+class BatchNorm1d(_SimdBatchNorm, nn.BatchNorm1d):
+    """torch.nn.BatchNorm1d on simdnorm."""
+
+
+class BatchNorm2d(_SimdBatchNorm, nn.BatchNorm2d):
+    """torch.nn.BatchNorm2d on simdnorm."""
+
+
+class BatchNorm3d(_SimdBatchNorm, nn.BatchNorm3d):
+    """torch.nn.BatchNorm3d on simdnorm."""
+
+
+class _SimdInstanceNorm:
+    """The forward of torch.nn.InstanceNorm*d with track_running_stats=False."""
+
+    def forward(self, x):
+        if self.track_running_stats:
+            return super().forward(x)
+        self._check_input_dim(x)
+        if x.dim() == self._get_no_batch_dim():
+            return self.forward(x.unsqueeze(0)).squeeze(0)
+        return _run("instance_norm",
+                    lambda: _ops.instance_norm(x, self.weight, self.bias, self.eps),
+                    super().forward, x, self.weight, self.bias)
+
+
+class InstanceNorm1d(_SimdInstanceNorm, nn.InstanceNorm1d):
+    """torch.nn.InstanceNorm1d on simdnorm (track_running_stats=False)."""
+
+
+class InstanceNorm2d(_SimdInstanceNorm, nn.InstanceNorm2d):
+    """torch.nn.InstanceNorm2d on simdnorm (track_running_stats=False)."""
+
+
+class InstanceNorm3d(_SimdInstanceNorm, nn.InstanceNorm3d):
+    """torch.nn.InstanceNorm3d on simdnorm (track_running_stats=False)."""
+
+
+def _rms_reference(x, normalized_shape, weight, eps):
+    dims = tuple(range(-len(normalized_shape), 0))
+    y = x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the trailing dims: y = x / sqrt(mean(x^2) + eps) * weight (parameter
+    ``weight``, as in torch.nn.RMSNorm of later PyTorch versions and most LLM code)."""
+
+    def __init__(self, normalized_shape, eps=1e-6, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(self.normalized_shape, device=device,
+                                                  dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x):
+        if not _rows_dense(x, len(self.normalized_shape)):
+            return _layout_fallback("rms_norm", x, self._reference)
+        return _run("rms_norm",
+                    lambda: _ops.rms_norm(x, self.normalized_shape, self.weight, self.eps),
+                    self._reference, x, self.weight)
+
+    def _reference(self, x):
+        return _rms_reference(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+_RMS_EPS_NAMES = ("eps", "variance_epsilon", "epsilon")
+_rms_subclasses = {}
+
+
+def _rms_subclass(base):
+    """A subclass of a user's RMSNorm class whose forward runs on simdnorm."""
+    if base not in _rms_subclasses:
+        def forward(self, x):
+            eps = getattr(self, self._simdnorm_eps_name)
+            eps = torch.finfo(torch.float32).eps if eps is None else float(eps)
+            if not _rows_dense(x, len(self._simdnorm_shape)):
+                return _layout_fallback("rms_norm", x, super(cls, self).forward)
+            return _run("rms_norm",
+                        lambda: _ops.rms_norm(x, self._simdnorm_shape, self.weight, eps),
+                        super(cls, self).forward, x, self.weight)
+
+        cls = type("Simdnorm" + base.__name__, (base,), {"forward": forward,
+                                                         "__module__": __name__})
+        _rms_subclasses[base] = cls
+    return _rms_subclasses[base]
+
+
+_CONVERSIONS = {
+    nn.LayerNorm: LayerNorm,
+    nn.GroupNorm: GroupNorm,
+    nn.BatchNorm1d: BatchNorm1d,
+    nn.BatchNorm2d: BatchNorm2d,
+    nn.BatchNorm3d: BatchNorm3d,
+    nn.InstanceNorm1d: InstanceNorm1d,
+    nn.InstanceNorm2d: InstanceNorm2d,
+    nn.InstanceNorm3d: InstanceNorm3d,
+}
+_NORM_BASES = (nn.LayerNorm, nn.GroupNorm, _BatchNorm, _InstanceNorm)
+
+
+@dataclasses.dataclass
+class ConvertReport:
+    """What convert() did: converted modules counted by class, the others with a reason."""
+    converted: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    skipped: list = dataclasses.field(default_factory=list)  # (name, class name, reason)
+
+    @property
+    def num_converted(self):
+        return sum(self.converted.values())
+
+    def __str__(self):
+        lines = [f"converted {self.num_converted} modules: " +
+                 (", ".join(f"{k} x{v}" for k, v in sorted(self.converted.items())) or "none")]
+        if self.skipped:
+            lines.append(f"left {len(self.skipped)} modules to PyTorch:")
+            lines += [f"  {name} ({cls}): {why}" for name, cls, why in self.skipped]
+        return "\n".join(lines)
+
+
+def _tensors_problem(m):
+    tensors = list(m.parameters(recurse=False)) + [b for b in m.buffers(recurse=False)
+                                                   if b.is_floating_point()]
+    if any(t.dtype != torch.float32 for t in tensors):
+        return "parameters or buffers are not float32"
+    if any(t.device.type != "cpu" for t in tensors):
+        return "parameters or buffers are not on the CPU"
+    return None
+
+
+def _rms_problem(m):
+    """Checks a user RMSNorm and records what its forward needs; returns a reason or None."""
+    eps_name = next((n for n in _RMS_EPS_NAMES if hasattr(m, n)), None)
+    if eps_name is None:
+        return "no eps attribute (" + ", ".join(_RMS_EPS_NAMES) + ")"
+    weight = getattr(m, "weight", None)
+    shape = getattr(m, "normalized_shape", None)
+    if shape is None and isinstance(weight, torch.Tensor):
+        shape = tuple(weight.shape)
+    if shape is None:
+        return "neither normalized_shape nor a weight to take the shape from"
+    m._simdnorm_eps_name = eps_name
+    m._simdnorm_shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return None
+
+
+def convert(model, rms_norm_classes=()):
+    """Swaps, in place, the normalization modules of `model` for simdnorm's.
+
+    Converts modules whose class is exactly nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d/2d/3d or
+    nn.InstanceNorm1d/2d/3d (track_running_stats=False), plus modules of the classes in
+    `rms_norm_classes` (and torch.nn.RMSNorm where PyTorch has it): RMSNorm modules computing
+    x * rsqrt(mean(x^2 over normalized_shape) + eps) * weight, with an `eps` (or
+    `variance_epsilon`) attribute and `normalized_shape` or a `weight` of that shape.
+
+    A module keeps its identity, parameters, buffers, hooks and state_dict keys: only its class
+    changes (to a subclass of the original), so converted and original models load the same
+    checkpoints. Modules that cannot run on simdnorm (subclasses with their own forward,
+    InstanceNorm tracking running stats, non-float32 or non-CPU parameters) are left as they are
+    and listed in the returned ConvertReport.
+    """
+    report = ConvertReport()
+    rms_classes = tuple(rms_norm_classes) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+    simd_classes = set(_CONVERSIONS.values()) | {RMSNorm} | set(_rms_subclasses.values())
+    for name, m in model.named_modules():
+        cls = type(m)
+        if cls in simd_classes:
+            continue
+        if cls in _CONVERSIONS:
+            target = _CONVERSIONS[cls]
+            why = _tensors_problem(m)
+            if why is None and isinstance(m, _InstanceNorm) and m.track_running_stats:
+                why = "InstanceNorm with track_running_stats=True"
+        elif cls in rms_classes:
+            target = _rms_subclass(cls)
+            why = _tensors_problem(m) or _rms_problem(m)
+        elif isinstance(m, _NORM_BASES):
+            why = "subclass of a torch.nn norm class (its own forward)"
+        else:
+            continue
+        if why is not None:
+            report.skipped.append((name or "<model>", cls.__name__, why))
+            continue
+        m.__class__ = target
+        report.converted[cls.__name__] += 1
+    return report
