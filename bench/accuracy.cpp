@@ -38,9 +38,9 @@ const input_kind kInputs[] = {{"N(0,1)", 0.0}, {"1e4+N(0,1)", 1e4}, {"1e6+N(0,1)
 struct acc_case {
   peers::problem p;
   std::string op_name, layout_name, shape;
-  std::vector<float> x;      // in the problem's memory layout
-  std::vector<double> ref;   // float64 reference, same layout
-  std::vector<double> floor; // f32-statistics floor output, same layout
+  std::vector<float> x;       // in the problem's memory layout
+  std::vector<double> ref;    // float64 reference, same layout
+  std::vector<double> floor;  // f32-statistics floor output, same layout
 };
 
 // Index of logical element (n, c, s) (s = h * W + w) in the problem's memory layout.
@@ -105,7 +105,10 @@ struct error {
 error max_error(const float* y, const acc_case& k) {
   error e;
   for (std::size_t i = 0; i < k.ref.size(); ++i) {
-    if (!std::isfinite(y[i])) { e.finite = false; continue; }
+    if (!std::isfinite(y[i])) {
+      e.finite = false;
+      continue;
+    }
     e.max_abs = std::max(e.max_abs, std::fabs(double(y[i]) - k.ref[i]));
   }
   return e;
@@ -226,11 +229,13 @@ int main(int argc, char** argv) {
       acc_case k = make_case(p, in);
       row r;
       r.op = p.op == peers::op_kind::layer_norm ? "layer_norm" : "batch_norm_training";
-      r.lay = p.lay == peers::layout::rows ? "rows" : p.lay == peers::layout::nchw ? "nchw" : "nhwc";
+      r.lay = p.lay == peers::layout::rows   ? "rows"
+              : p.lay == peers::layout::nchw ? "nchw"
+                                             : "nhwc";
       r.shape = p.op == peers::op_kind::layer_norm
                     ? std::to_string(p.n) + "x" + std::to_string(p.c)
-                    : std::to_string(p.n) + "x" + std::to_string(p.c) + "x" +
-                          std::to_string(p.h) + "x" + std::to_string(p.w);
+                    : std::to_string(p.n) + "x" + std::to_string(p.c) + "x" + std::to_string(p.h) +
+                          "x" + std::to_string(p.w);
       r.input = in.name;
       r.floor = floor_error(k).max_abs;
       for (const std::string& name : impls) {
@@ -304,11 +309,12 @@ int main(int argc, char** argv) {
     first = true;
     for (const row& r : rows) {
       auto emit = [&](const std::string& impl, const std::string& val, const std::string& note) {
-        std::fprintf(f,
-                     "%s\n    {\"op\": \"%s\", \"layout\": \"%s\", \"shape\": \"%s\", "
-                     "\"input\": \"%s\", \"impl\": \"%s\", \"max_abs_error\": %s, \"note\": \"%s\"}",
-                     first ? "" : ",", r.op.c_str(), r.lay.c_str(), r.shape.c_str(),
-                     r.input.c_str(), impl.c_str(), val.c_str(), json_escape(note).c_str());
+        std::fprintf(
+            f,
+            "%s\n    {\"op\": \"%s\", \"layout\": \"%s\", \"shape\": \"%s\", "
+            "\"input\": \"%s\", \"impl\": \"%s\", \"max_abs_error\": %s, \"note\": \"%s\"}",
+            first ? "" : ",", r.op.c_str(), r.lay.c_str(), r.shape.c_str(), r.input.c_str(),
+            impl.c_str(), val.c_str(), json_escape(note).c_str());
         first = false;
       };
       char b[64];

@@ -67,14 +67,16 @@ void bench_channel_op(benchmark::State& state, op o, simdnorm::isa isa, shape s,
   if (!bench::check(state, st)) return;
   std::vector<unsigned char> ws_storage(p.workspace_bytes() + 64);
   if (p.workspace_bytes() != 0)  // a caller's reusable workspace, 64-byte aligned
-    a.workspace = ws_storage.data() + (64 - reinterpret_cast<std::uintptr_t>(ws_storage.data()) % 64) % 64;
+    a.workspace =
+        ws_storage.data() + (64 - reinterpret_cast<std::uintptr_t>(ws_storage.data()) % 64) % 64;
   bench::measure(state, threads, 2 * n * sizeof(float), x, y, n, [&] { (void)p.execute(a); });
   state.counters["phases"] = double(p.num_phases());
   state.counters["tasks"] = double(p.num_tasks(0));
 }
 
 std::string shape_name(const shape& s) {
-  return std::to_string(s.N) + "x" + std::to_string(s.C) + "x" + std::to_string(s.H) + "x" + std::to_string(s.W);
+  return std::to_string(s.N) + "x" + std::to_string(s.C) + "x" + std::to_string(s.H) + "x" +
+         std::to_string(s.W);
 }
 
 }  // namespace

@@ -70,8 +70,13 @@ const copy_kernels& copies() {
   static const copy_kernels k = [] {
     copy_kernels c;
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f")) { c.plain = copy_plain_avx512; c.nt = copy_nt_avx512; }
-    else if (__builtin_cpu_supports("avx2")) { c.plain = copy_plain_avx2; c.nt = copy_nt_avx2; }
+    if (__builtin_cpu_supports("avx512f")) {
+      c.plain = copy_plain_avx512;
+      c.nt = copy_nt_avx512;
+    } else if (__builtin_cpu_supports("avx2")) {
+      c.plain = copy_plain_avx2;
+      c.nt = copy_nt_avx2;
+    }
 #endif
     return c;
   }();
@@ -82,13 +87,24 @@ const copy_kernels& copies() {
 void parallel_copy(copy_fn f, const float* s, float* d, std::size_t n, int threads,
                    fork_fn fork = nullptr) {
   if (fork && threads > 1) {  // the same blocks on another runtime's threads
-    struct job { copy_fn f; const float* s; float* d; std::size_t n; int threads; } j{f, s, d, n, threads};
-    fork(threads, [](void* c, int t) {
-      const job& j = *static_cast<const job*>(c);
-      const std::size_t b = (j.n * std::size_t(t) / std::size_t(j.threads)) / 16 * 16;
-      const std::size_t e = t + 1 == j.threads ? j.n : (j.n * std::size_t(t + 1) / std::size_t(j.threads)) / 16 * 16;
-      j.f(j.s + b, j.d + b, e - b);
-    }, &j);
+    struct job {
+      copy_fn f;
+      const float* s;
+      float* d;
+      std::size_t n;
+      int threads;
+    } j{f, s, d, n, threads};
+    fork(
+        threads,
+        [](void* c, int t) {
+          const job& j = *static_cast<const job*>(c);
+          const std::size_t b = (j.n * std::size_t(t) / std::size_t(j.threads)) / 16 * 16;
+          const std::size_t e = t + 1 == j.threads
+                                    ? j.n
+                                    : (j.n * std::size_t(t + 1) / std::size_t(j.threads)) / 16 * 16;
+          j.f(j.s + b, j.d + b, e - b);
+        },
+        &j);
     return;
   }
 #if SIMDNORM_BENCH_WITH_TBB
@@ -98,7 +114,8 @@ void parallel_copy(copy_fn f, const float* s, float* d, std::size_t n, int threa
         [&](int t) {
           // Blocks rounded to 64 bytes so NT stores stay aligned.
           const std::size_t b = (n * std::size_t(t) / std::size_t(threads)) / 16 * 16;
-          const std::size_t e = t + 1 == threads ? n : (n * std::size_t(t + 1) / std::size_t(threads)) / 16 * 16;
+          const std::size_t e =
+              t + 1 == threads ? n : (n * std::size_t(t + 1) / std::size_t(threads)) / 16 * 16;
           f(s + b, d + b, e - b);
         },
         oneapi::tbb::static_partitioner());
@@ -124,7 +141,10 @@ double runqueue_wait_ns() {
     std::snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
     if (FILE* f = std::fopen(path, "r")) {
       unsigned long long run = 0, wait = 0;
-      if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) { sum += double(wait); any = true; }
+      if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) {
+        sum += double(wait);
+        any = true;
+      }
       std::fclose(f);
     }
   }
@@ -187,7 +207,9 @@ simdnorm::store_policy g_stores = simdnorm::store_policy::automatic;
 constexpr std::size_t kSlotSkew = 17 * 64;  // bytes
 
 float* shared_buffer(std::size_t floats, int slot) {
-  struct deleter { void operator()(float* p) const { std::free(p); } };
+  struct deleter {
+    void operator()(float* p) const { std::free(p); }
+  };
   static std::map<std::pair<int, std::size_t>, std::unique_ptr<float, deleter>> cache;
   auto& p = cache[{slot, floats}];
   if (!p) {
@@ -259,8 +281,7 @@ void measure_erased(benchmark::State& state, int threads, std::size_t bytes, con
 }
 
 void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::size_t bytes,
-                       const float* src, float* dst, std::size_t copy_floats, op_fn op,
-                       void* ctx) {
+                       const float* src, float* dst, std::size_t copy_floats, op_fn op, void* ctx) {
   using clock = std::chrono::steady_clock;
   const copy_kernels& ck = copies();
   const copy_fn kinds[3] = {ck.plain, ck.nt, ck.mem};
@@ -312,7 +333,8 @@ void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::
   const double op_med = median(op_t);
   double copy_best = 0;
   for (auto& v : copy_t)
-    if (!v.empty()) copy_best = std::max(copy_best, double(copy_floats * 2 * sizeof(float)) / median(v));
+    if (!v.empty())
+      copy_best = std::max(copy_best, double(copy_floats * 2 * sizeof(float)) / median(v));
   state.SetBytesProcessed(std::int64_t(state.iterations()) * std::int64_t(bytes));
   state.counters["GBps"] = bytes / op_med / 1e9;
   state.counters["copy_GBps"] = copy_best / 1e9;

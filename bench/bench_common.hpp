@@ -67,15 +67,16 @@ void measure_erased_on(fork_fn fork, benchmark::State& state, int threads, std::
 template <class Op>
 void measure_on(fork_fn fork, benchmark::State& state, int threads, std::size_t bytes,
                 const float* src, float* dst, std::size_t copy_floats, Op op) {
-  measure_erased_on(fork, state, threads, bytes, src, dst, copy_floats,
-                    [](void* c) { (*static_cast<Op*>(c))(); }, &op);
+  measure_erased_on(
+      fork, state, threads, bytes, src, dst, copy_floats, [](void* c) { (*static_cast<Op*>(c))(); },
+      &op);
 }
 
 template <class Op>
 void measure(benchmark::State& state, int threads, std::size_t bytes, const float* src, float* dst,
              std::size_t copy_floats, Op op) {
-  measure_erased(state, threads, bytes, src, dst, copy_floats,
-                 [](void* c) { (*static_cast<Op*>(c))(); }, &op);
+  measure_erased(
+      state, threads, bytes, src, dst, copy_floats, [](void* c) { (*static_cast<Op*>(c))(); }, &op);
 }
 
 /// Aborts the benchmark with the status message when `s` is an error.

@@ -82,9 +82,8 @@ void bench_kernel(benchmark::State& state, op which, simdnorm::isa isa, std::siz
   const double calls = double(state.iterations());
   const double vectors = double(rows * cols) / double(simdnorm::isa_lanes(isa));
   state.counters["ticks_per_vector"] = double(total_ticks) / calls / vectors;
-  state.counters["ns_per_row"] =
-      benchmark::Counter(calls * double(rows), benchmark::Counter::kIsRate |
-                                                   benchmark::Counter::kInvert);
+  state.counters["ns_per_row"] = benchmark::Counter(
+      calls * double(rows), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.SetBytesProcessed(std::int64_t(calls) * std::int64_t(2 * rows * cols * sizeof(float)));
 }
 

@@ -5,7 +5,7 @@
 
 void register_row_benchmarks();
 void register_channel_benchmarks();  // bench_channels.cpp: BatchNorm, GroupNorm
-void register_peer_benchmarks();  // bench/peers/: oneDNN, libtorch when built in
+void register_peer_benchmarks();     // bench/peers/: oneDNN, libtorch when built in
 
 int main(int argc, char** argv) {
   bench::parse_flags(&argc, argv);

@@ -1,6 +1,6 @@
-// LayerNorm, RMSNorm and L2 normalization bandwidth: rows x D for D in {64, 128, 768, 1024, 4096, 16384}, with x
-// of 1 MiB (cache-resident) and 256 MiB (beyond the last-level cache), per ISA and thread
-// count; plus LayerNorm with a single-float mean, to price the compensated (hi + lo) mean.
+// LayerNorm, RMSNorm and L2 normalization bandwidth: rows x D for D in {64, 128, 768, 1024, 4096,
+// 16384}, with x of 1 MiB (cache-resident) and 256 MiB (beyond the last-level cache), per ISA and
+// thread count; plus LayerNorm with a single-float mean, to price the compensated (hi + lo) mean.
 #include <string>
 
 #include "bench_common.hpp"
@@ -57,7 +57,10 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::si
 }  // namespace
 
 void register_row_benchmarks() {
-  const struct { row_op op; const char* name; } ops[] = {
+  const struct {
+    row_op op;
+    const char* name;
+  } ops[] = {
       {row_op::layer_norm, "layer_norm"},
       {row_op::rms_norm, "rms_norm"},
       {row_op::layer_norm_single_mean, "layer_norm_single_mean"},
@@ -68,9 +71,9 @@ void register_row_benchmarks() {
       for (std::size_t xb : kXBytes)
         for (std::size_t cols : kCols)
           for (int t : bench::thread_counts()) {
-            const std::string name = std::string(o.name) + "/" + simdnorm::isa_name(i) +
-                                     "/D:" + std::to_string(cols) + "/x_MiB:" +
-                                     std::to_string(xb / kMiB) + "/threads:" + std::to_string(t);
+            const std::string name =
+                std::string(o.name) + "/" + simdnorm::isa_name(i) + "/D:" + std::to_string(cols) +
+                "/x_MiB:" + std::to_string(xb / kMiB) + "/threads:" + std::to_string(t);
             benchmark::RegisterBenchmark(name.c_str(), bench_row_op, o.op, i, cols, xb, t)
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);

@@ -36,7 +36,8 @@ int main() {
   std::vector<float> x(std::size_t(N * C * HW)), y(x.size());
   std::vector<float> gamma(C), beta(C), running_mean(C, 0.f), running_var(C, 1.f);
   std::mt19937 rng(3);
-  for (std::int64_t c = 0; c < C; ++c) gamma[c] = 1.f + 0.01f * float(c), beta[c] = -0.1f * float(c % 3);
+  for (std::int64_t c = 0; c < C; ++c)
+    gamma[c] = 1.f + 0.01f * float(c), beta[c] = -0.1f * float(c % 3);
   std::int64_t batches = 0;
   bool ok = true;
 
@@ -69,7 +70,8 @@ int main() {
       const double unbiased = v * double(N * HW) / double(N * HW - 1);
       ok &= std::fabs(running_mean[c] - (0.9 * old_mean[c] + 0.1 * m)) < 1e-4;
       ok &= std::fabs(running_var[c] - (0.9 * old_var[c] + 0.1 * unbiased)) < 1e-4 * (1 + unbiased);
-      ok &= std::fabs(saved_mean[c] - m) < 1e-4 && std::fabs(saved_rstd[c] * std::sqrt(v + train.eps) - 1) < 1e-4;
+      ok &= std::fabs(saved_mean[c] - m) < 1e-4 &&
+            std::fabs(saved_rstd[c] * std::sqrt(v + train.eps) - 1) < 1e-4;
     }
   }
   std::printf("batch_norm: %lld training steps, running_mean[5] = %.4f, running_var[5] = %.4f\n",
@@ -96,12 +98,15 @@ int main() {
   for (std::size_t i = 0; i < x.size(); ++i) {
     const std::size_t c = i / HW % C;
     const double want = std::fmax(
-        (x0[i] - running_mean[c]) / std::sqrt(running_var[c] + double(infer.eps)) * gamma[c] + beta[c], 0.0);
+        (x0[i] - running_mean[c]) / std::sqrt(running_var[c] + double(infer.eps)) * gamma[c] +
+            beta[c],
+        0.0);
     err = std::fmax(err, std::fabs(want - x[i]));
   }
   ok &= err < 1e-4;
-  std::printf("batch_norm: folded inference + ReLU on (%lld, %lld, %lld, %lld), %s, max |err| = %.2g %s\n",
-              static_cast<long long>(N), static_cast<long long>(C), static_cast<long long>(H),
-              static_cast<long long>(W), simdnorm::isa_name(eval.kernel_isa()), err, ok ? "ok" : "WRONG");
+  std::printf(
+      "batch_norm: folded inference + ReLU on (%lld, %lld, %lld, %lld), %s, max |err| = %.2g %s\n",
+      static_cast<long long>(N), static_cast<long long>(C), static_cast<long long>(H),
+      static_cast<long long>(W), simdnorm::isa_name(eval.kernel_isa()), err, ok ? "ok" : "WRONG");
   return ok ? 0 : 1;
 }

@@ -16,7 +16,8 @@ int main(void) {
   simdnorm_norm_args args = {0};
   args.x = x;
   args.y = y;
-  if (simdnorm_plan_execute(plan, &args, NULL) != SIMDNORM_OK) return 1; /* NULL: default executor */
+  if (simdnorm_plan_execute(plan, &args, NULL) != SIMDNORM_OK)
+    return 1; /* NULL: default executor */
   printf("%f %f\n", y[0], y[4]);
   simdnorm_plan_destroy(plan);
   return 0;

@@ -12,7 +12,8 @@ int main() {
   // A plan validates the shape once and picks the kernels; run it as often as needed.
   const auto desc = simdnorm::tensor_desc::contiguous({tokens, embedding});
   simdnorm::plan ln;
-  simdnorm::status s = simdnorm::plan::layer_norm(desc, desc, {/*normalized_ndim=*/1, /*eps=*/1e-5f}, &ln);
+  simdnorm::status s =
+      simdnorm::plan::layer_norm(desc, desc, {/*normalized_ndim=*/1, /*eps=*/1e-5f}, &ln);
   if (!s) return std::fprintf(stderr, "%s\n", s.message()), 1;
 
   simdnorm::norm_args args;

@@ -50,15 +50,18 @@ int main() {
   const double r = 1 / std::sqrt(v / double(embedding) + params.eps);
   for (std::int64_t e = 0; e < embedding; ++e) {
     // a plain compare, not std::fmax: aarch64 g++ 12 -O3 crashes vectorizing that reduction
-    const double d = std::fabs((x0[e] - m) * r * gamma[e] + beta[e] - h[std::size_t(tok * embedding + e)]);
+    const double d =
+        std::fabs((x0[e] - m) * r * gamma[e] + beta[e] - h[std::size_t(tok * embedding + e)]);
     if (!(d <= err)) err = d;  // NaN counts as an error
   }
-  const bool ok = err < 1e-4 && std::fabs(mean[tok] - m) < 1e-4 && std::fabs(rstd[tok] - r) < 1e-4 * r;
-  std::printf("transformer_layer_norm: (%lld, %lld, %lld) in place on %s in %.3f ms, %zu tasks; "
-              "token %lld max |err| = %.2g %s\n",
-              static_cast<long long>(batch), static_cast<long long>(tokens),
-              static_cast<long long>(embedding), simdnorm::isa_name(ln.kernel_isa()),
-              std::chrono::duration<double, std::milli>(t1 - t0).count(), ln.num_tasks(),
-              static_cast<long long>(tok), err, ok ? "ok" : "WRONG");
+  const bool ok =
+      err < 1e-4 && std::fabs(mean[tok] - m) < 1e-4 && std::fabs(rstd[tok] - r) < 1e-4 * r;
+  std::printf(
+      "transformer_layer_norm: (%lld, %lld, %lld) in place on %s in %.3f ms, %zu tasks; "
+      "token %lld max |err| = %.2g %s\n",
+      static_cast<long long>(batch), static_cast<long long>(tokens),
+      static_cast<long long>(embedding), simdnorm::isa_name(ln.kernel_isa()),
+      std::chrono::duration<double, std::milli>(t1 - t0).count(), ln.num_tasks(),
+      static_cast<long long>(tok), err, ok ? "ok" : "WRONG");
   return ok ? 0 : 1;
 }

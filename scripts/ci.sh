@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The project's full test command. Stages, in order (pass names to run only some):
+#   format    every C and C++ source follows .clang-format (scripts/format.sh)
 #   release   Release build (library, tests, examples, benchmarks), the FULL test suite natively
 #   isa-env   the release build's suite again with SIMDNORM_ISA naming a runnable ISA that is not
 #             the best (the next one down; scalar where only one runs): every test must hold
@@ -34,10 +35,10 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-  stages=(release isa-env qemu-x86 asan tsan fuzz torch arm package)
+  stages=(format release isa-env qemu-x86 asan tsan fuzz torch arm package)
   # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
   # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
-  [ "$(uname -m)" = x86_64 ] || stages=(release isa-env asan tsan fuzz torch package)
+  [ "$(uname -m)" = x86_64 ] || stages=(format release isa-env asan tsan fuzz torch package)
 fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
@@ -148,6 +149,11 @@ stage_asan() {
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$build/asan" --output-on-failure -j"$jobs" --timeout 1200
+}
+
+# ---- format: .clang-format ------------------------------------------------------------------
+stage_format() {
+  "$root/scripts/format.sh"
 }
 
 # ---- tsan: ThreadSanitizer over the concurrency test ------------------------------------------

@@ -8,6 +8,7 @@
 #   scripts/setup.sh --torch    also Debian's PyTorch, torchvision, pybind11 and pytest (the
 #                               PyTorch extension in python/)
 #   scripts/setup.sh --ci       what scripts/ci.sh needs: --cross plus pkg-config
+#   scripts/setup.sh --format   also clang-format (scripts/format.sh)
 #   scripts/setup.sh --fuzz     also clang-16 and its sanitizer runtimes (libFuzzer harness,
 #                               scripts/fuzz.sh)
 #   scripts/setup.sh --arm-sysroot DIR
@@ -33,6 +34,7 @@ while [ $# -gt 0 ]; do
     --qemu)  pkgs+=(qemu-user) ;;
     --ci)    pkgs+=("${cross[@]}" pkg-config) ;;
     --fuzz)  pkgs+=(clang-16 libclang-rt-16-dev) ;;
+    --format) pkgs+=(clang-format) ;;
     --arm-sysroot)
       [ $# -ge 2 ] || { echo "setup.sh: --arm-sysroot needs a directory" >&2; exit 2; }
       arm_sysroot=$2; shift

@@ -66,7 +66,8 @@ int raw(const E& e) noexcept {
 
 bool valid_isa(int i) noexcept { return simdnorm::isa_lanes(simdnorm::isa(i)) != 0; }
 
-status to_desc(const simdnorm_tensor_desc* in, const char* name, simdnorm::tensor_desc* out) noexcept {
+status to_desc(const simdnorm_tensor_desc* in, const char* name,
+               simdnorm::tensor_desc* out) noexcept {
   if (in == nullptr) return status::error(status_code::invalid_argument, "%s is null", name);
   if (in->ndim < 1 || in->ndim > SIMDNORM_MAX_DIMS)
     return status::error(status_code::invalid_argument, "%s.ndim=%d: must be in [1, %d]", name,
@@ -97,7 +98,8 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
 // C enums arrive as any 32-bit value: check the range before the C++ enum is used.
 status check_enum(int value, int max, const char* name) noexcept {
   if (value < 0 || value > max)
-    return status::error(status_code::invalid_argument, "params.%s=%d: not a valid value", name, value);
+    return status::error(status_code::invalid_argument, "params.%s=%d: not a valid value", name,
+                         value);
   return {};
 }
 
@@ -197,7 +199,8 @@ status check_executor(const simdnorm_executor* e) noexcept {
   return {};
 }
 
-status execute(const simdnorm::plan& p, const simdnorm_norm_args* args, const simdnorm_executor* exec) {
+status execute(const simdnorm::plan& p, const simdnorm_norm_args* args,
+               const simdnorm_executor* exec) {
   if (args == nullptr) return status::error(status_code::invalid_argument, "args is null");
   status s = check_executor(exec);
   if (!s) return s;
@@ -213,8 +216,8 @@ using maker = status (*)(const simdnorm::tensor_desc&, const simdnorm::tensor_de
                          const CppParams&, simdnorm::plan*) noexcept;
 
 template <class CParams, class CppParams>
-status make_plan(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, const CParams* params,
-                 maker<CppParams> make, simdnorm::plan* p) noexcept {
+status make_plan(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
+                 const CParams* params, maker<CppParams> make, simdnorm::plan* p) noexcept {
   simdnorm::tensor_desc xd, yd;
   CppParams q;
   status s = to_desc(x, "x", &xd);
@@ -224,24 +227,28 @@ status make_plan(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, c
 }
 
 template <class CParams, class CppParams>
-simdnorm_status new_plan(const char* fn, const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                         const CParams* params, simdnorm_plan_t* out, maker<CppParams> make) noexcept {
-  if (out == nullptr) return record(status::error(status_code::invalid_argument, "%s: out is null", fn));
+simdnorm_status new_plan(const char* fn, const simdnorm_tensor_desc* x,
+                         const simdnorm_tensor_desc* y, const CParams* params, simdnorm_plan_t* out,
+                         maker<CppParams> make) noexcept {
+  if (out == nullptr)
+    return record(status::error(status_code::invalid_argument, "%s: out is null", fn));
   *out = nullptr;
   return guarded(fn, [&]() -> status {
     simdnorm::plan p;
     status s = make_plan(x, y, params, make, &p);
     if (!s) return s;
     *out = new (std::nothrow) simdnorm_plan{p};
-    if (*out == nullptr) return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", fn);
+    if (*out == nullptr)
+      return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", fn);
     return {};
   });
 }
 
 template <class CParams, class CppParams>
-simdnorm_status one_shot(const char* fn, const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,
-                         const CParams* params, const simdnorm_norm_args* args,
-                         const simdnorm_executor* exec, maker<CppParams> make) noexcept {
+simdnorm_status one_shot(const char* fn, const simdnorm_tensor_desc* x,
+                         const simdnorm_tensor_desc* y, const CParams* params,
+                         const simdnorm_norm_args* args, const simdnorm_executor* exec,
+                         maker<CppParams> make) noexcept {
   return guarded(fn, [&]() -> status {
     simdnorm::plan p;
     status s = make_plan(x, y, params, make, &p);
@@ -282,7 +289,8 @@ int simdnorm_isa_has_fma(simdnorm_isa isa) {
 size_t simdnorm_compiled_isas(simdnorm_isa* out, size_t capacity) {
   std::size_t n = 0;
   const simdnorm::isa* all = simdnorm::compiled_isas(&n);
-  for (std::size_t i = 0; out != nullptr && i < n && i < capacity; ++i) out[i] = simdnorm_isa(all[i]);
+  for (std::size_t i = 0; out != nullptr && i < n && i < capacity; ++i)
+    out[i] = simdnorm_isa(all[i]);
   return n;
 }
 
@@ -294,14 +302,15 @@ simdnorm_isa simdnorm_active_isa(void) { return simdnorm_isa(simdnorm::active_is
 
 simdnorm_status simdnorm_force_isa(simdnorm_isa isa) {
   if (!valid_isa(raw(isa)))
-    return record(status::error(status_code::invalid_argument,
-                                "simdnorm_force_isa(%d): not an ISA", raw(isa)));
+    return record(status::error(status_code::invalid_argument, "simdnorm_force_isa(%d): not an ISA",
+                                raw(isa)));
   return record(simdnorm::force_isa(simdnorm::isa(raw(isa))));
 }
 
 void simdnorm_reset_isa(void) { simdnorm::reset_isa(); }
 
-simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim, const int64_t* shape) {
+simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim,
+                                           const int64_t* shape) {
   if (d == nullptr || shape == nullptr)
     return fail(status_code::invalid_argument, "simdnorm_tensor_contiguous: null argument");
   if (ndim < 1 || ndim > SIMDNORM_MAX_DIMS)
@@ -373,18 +382,15 @@ simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(vo
 }
 
 // simdnorm_plan_<op> and simdnorm_<op> for every op of simdnorm/op_list.h.
-#define SIMDNORM_DEFINE_C_OP(op)                                                           \
-  simdnorm_status simdnorm_plan_##op(const simdnorm_tensor_desc* x,                        \
-                                     const simdnorm_tensor_desc* y,                        \
-                                     const simdnorm_##op##_params* params,                 \
-                                     simdnorm_plan_t* out) {                               \
-    return new_plan("simdnorm_plan_" #op, x, y, params, out, &simdnorm::plan::op);         \
-  }                                                                                        \
-  simdnorm_status simdnorm_##op(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, \
-                                const simdnorm_##op##_params* params,                      \
-                                const simdnorm_norm_args* args,                            \
-                                const simdnorm_executor* exec) {                           \
-    return one_shot("simdnorm_" #op, x, y, params, args, exec, &simdnorm::plan::op);       \
+#define SIMDNORM_DEFINE_C_OP(op)                                                                   \
+  simdnorm_status simdnorm_plan_##op(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, \
+                                     const simdnorm_##op##_params* params, simdnorm_plan_t* out) { \
+    return new_plan("simdnorm_plan_" #op, x, y, params, out, &simdnorm::plan::op);                 \
+  }                                                                                                \
+  simdnorm_status simdnorm_##op(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,      \
+                                const simdnorm_##op##_params* params,                              \
+                                const simdnorm_norm_args* args, const simdnorm_executor* exec) {   \
+    return one_shot("simdnorm_" #op, x, y, params, args, exec, &simdnorm::plan::op);               \
   }
 SIMDNORM_OP_LIST(SIMDNORM_DEFINE_C_OP)
 #undef SIMDNORM_DEFINE_C_OP
@@ -398,20 +404,25 @@ size_t simdnorm_plan_num_phases(simdnorm_plan_t plan) { return plan ? plan->p.nu
 size_t simdnorm_plan_num_tasks(simdnorm_plan_t plan, size_t phase) {
   return plan ? plan->p.num_tasks(phase) : 0;
 }
-size_t simdnorm_plan_workspace_bytes(simdnorm_plan_t plan) { return plan ? plan->p.workspace_bytes() : 0; }
+size_t simdnorm_plan_workspace_bytes(simdnorm_plan_t plan) {
+  return plan ? plan->p.workspace_bytes() : 0;
+}
 size_t simdnorm_plan_rows(simdnorm_plan_t plan) { return plan ? plan->p.rows() : 0; }
 size_t simdnorm_plan_row_length(simdnorm_plan_t plan) { return plan ? plan->p.row_length() : 0; }
 
-simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const simdnorm_norm_args* args, size_t phase,
-                                  size_t begin, size_t end) {
-  if (plan == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_run: plan is null");
-  if (args == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_run: args is null");
+simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const simdnorm_norm_args* args,
+                                  size_t phase, size_t begin, size_t end) {
+  if (plan == nullptr)
+    return fail(status_code::invalid_argument, "simdnorm_plan_run: plan is null");
+  if (args == nullptr)
+    return fail(status_code::invalid_argument, "simdnorm_plan_run: args is null");
   return record(plan->p.run(to_args(*args), phase, begin, end));
 }
 
 simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_args* args,
                                       const simdnorm_executor* exec) {
-  if (plan == nullptr) return fail(status_code::invalid_argument, "simdnorm_plan_execute: plan is null");
+  if (plan == nullptr)
+    return fail(status_code::invalid_argument, "simdnorm_plan_execute: plan is null");
   return guarded("simdnorm_plan_execute", [&] { return execute(plan->p, args, exec); });
 }
 

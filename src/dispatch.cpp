@@ -89,10 +89,10 @@ constexpr bool known_feature(std::string_view f) {
   return false;
 }
 
-#define SIMDNORM_CHECK_FEATURES(name, NAME, id, lanes, fma, arch, features)  \
-  static_assert(all_features(features, known_feature),                      \
-                "simdnorm/isa_list.h: " #name " names a CPU feature missing from " \
-                "SIMDNORM_X86_FEATURES");
+#define SIMDNORM_CHECK_FEATURES(name, NAME, id, lanes, fma, arch, features)                 \
+  static_assert(all_features(features, known_feature), "simdnorm/isa_list.h: " #name        \
+                                                       " names a CPU feature missing from " \
+                                                       "SIMDNORM_X86_FEATURES");
 SIMDNORM_ISA_LIST(SIMDNORM_CHECK_FEATURES)
 #undef SIMDNORM_CHECK_FEATURES
 
@@ -110,9 +110,9 @@ bool cpu_has_feature(std::string_view f) noexcept {
 
 // CPU and OS support, from the ISA's row of simdnorm/isa_list.h.
 bool hardware_supports(isa i) noexcept {
-#define SIMDNORM_ISA_RUNS_HERE(name, NAME, id, lanes, fma, arch, features)              \
-  if (i == isa::name)                                                                    \
-    return (std::string_view(arch) == "any" || std::string_view(arch) == kArch) &&       \
+#define SIMDNORM_ISA_RUNS_HERE(name, NAME, id, lanes, fma, arch, features)         \
+  if (i == isa::name)                                                              \
+    return (std::string_view(arch) == "any" || std::string_view(arch) == kArch) && \
            all_features(features, cpu_has_feature);
   SIMDNORM_ISA_LIST(SIMDNORM_ISA_RUNS_HERE)
 #undef SIMDNORM_ISA_RUNS_HERE
@@ -193,8 +193,8 @@ isa active_isa() noexcept {
 status force_isa(isa i) noexcept {
   const detail::kernel_table* t = compiled_table(i);
   if (t == nullptr)
-    return status::error(status_code::unsupported_isa, "force_isa(%s): not compiled into this build",
-                         isa_name(i));
+    return status::error(status_code::unsupported_isa,
+                         "force_isa(%s): not compiled into this build", isa_name(i));
   if (!hardware_supports(i))
     return status::error(status_code::unsupported_isa, "force_isa(%s): this CPU cannot run it",
                          isa_name(i));

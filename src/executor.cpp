@@ -34,11 +34,10 @@ class tbb_executor_impl final : public executor {
     return c > 0 ? std::size_t(c) : 1;
   }
   void parallel_for(std::size_t n, task_fn task, void* ctx) override {
-    oneapi::tbb::parallel_for(oneapi::tbb::blocked_range<std::size_t>(0, n, 1),
-                              [&](const oneapi::tbb::blocked_range<std::size_t>& r) {
-                                task(ctx, r.begin(), r.end());
-                              },
-                              oneapi::tbb::static_partitioner());
+    oneapi::tbb::parallel_for(
+        oneapi::tbb::blocked_range<std::size_t>(0, n, 1),
+        [&](const oneapi::tbb::blocked_range<std::size_t>& r) { task(ctx, r.begin(), r.end()); },
+        oneapi::tbb::static_partitioner());
   }
 };
 #endif

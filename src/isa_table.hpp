@@ -9,8 +9,8 @@ namespace simdnorm::detail {
 
 /// Parameters shared by all rows of a row-wise normalization (LayerNorm, RMSNorm).
 struct row_norm_config {
-  std::size_t cols = 0;    ///< row length (elements of the normalized block)
-  double inv_cols = 0.0;   ///< 1 / cols
+  std::size_t cols = 0;   ///< row length (elements of the normalized block)
+  double inv_cols = 0.0;  ///< 1 / cols
   float eps = 0.f;
   const float* gamma = nullptr;  ///< [cols] or null
   const float* beta = nullptr;   ///< [cols] or null
@@ -71,9 +71,8 @@ struct row_affine_job {
 
 /// out[u] = moments of unit u < units: `count` segments of `len` dense floats, segment k at
 /// x[u] + k * stride, taken in order as one row (channel_moments-inl.hpp).
-using segment_moments_fn = void (*)(const float* const* x, std::size_t units,
-                                    std::ptrdiff_t stride, std::size_t count, std::size_t len,
-                                    moments_f64* out);
+using segment_moments_fn = void (*)(const float* const* x, std::size_t units, std::ptrdiff_t stride,
+                                    std::size_t count, std::size_t len, moments_f64* out);
 /// out[c] = moments of column c over `rows` rows of `cols` dense floats, row r at x + r * stride.
 using column_moments_fn = void (*)(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
                                    std::size_t cols, moments_f64* out);
@@ -95,8 +94,8 @@ struct kernel_table {
 
 // Each ISA's table, defined by src/isa/<name>.cpp when CMake compiles that ISA.
 #define SIMDNORM_DECLARE_TABLE(name, NAME, id, lanes, fma, arch, features) \
-  namespace name {                                                       \
-  extern const kernel_table table;                                       \
+  namespace name {                                                         \
+  extern const kernel_table table;                                         \
   }
 SIMDNORM_ISA_LIST(SIMDNORM_DECLARE_TABLE)
 #undef SIMDNORM_DECLARE_TABLE

@@ -139,8 +139,10 @@ std::size_t total_cache_bytes() noexcept {
   static const std::size_t bytes = [] {
     const std::size_t l2 = cache_bytes(2);
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const std::size_t l2_all = (l2 > 0 ? l2 : std::size_t(1) << 20) * std::size_t(cpus > 0 ? cpus : 1);
-    return cache_bytes(3) > 0 ? l2_all + cache_bytes(3) : std::max(l2_all, last_level_cache_bytes());
+    const std::size_t l2_all =
+        (l2 > 0 ? l2 : std::size_t(1) << 20) * std::size_t(cpus > 0 ? cpus : 1);
+    return cache_bytes(3) > 0 ? l2_all + cache_bytes(3)
+                              : std::max(l2_all, last_level_cache_bytes());
   }();
   return bytes;
 }
@@ -210,7 +212,8 @@ status plan::run(const norm_args& args, std::size_t phase, std::size_t begin,
   if (!s) return s;
   if (impl_->workspace_bytes() != 0 && args.workspace == nullptr)
     return status::error(status_code::invalid_argument,
-                         "run: this plan needs args.workspace of %zu bytes", impl_->workspace_bytes());
+                         "run: this plan needs args.workspace of %zu bytes",
+                         impl_->workspace_bytes());
   impl_->run_tasks(args, phase, begin, end);
   return {};
 }
@@ -238,8 +241,8 @@ status plan::execute(const norm_args& args, executor* exec) const noexcept {
     const std::size_t bytes = (impl_->workspace_bytes() + 63) / 64 * 64;
     scratch.reset(static_cast<unsigned char*>(std::aligned_alloc(64, bytes)));
     if (!scratch)
-      return status::error(status_code::out_of_memory, "execute: cannot allocate %zu bytes of workspace",
-                           bytes);
+      return status::error(status_code::out_of_memory,
+                           "execute: cannot allocate %zu bytes of workspace", bytes);
     a.workspace = scratch.get();
   }
   for (std::size_t phase = 0; phase < impl_->num_phases(); ++phase) {
@@ -259,12 +262,12 @@ status plan::execute(const norm_args& args, executor* exec) const noexcept {
 }
 
 // The one-shot calls of every op in simdnorm/op_list.h: make a plan, execute it.
-#define SIMDNORM_DEFINE_ONE_SHOT(op)                                                       \
-  status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params,         \
-            const norm_args& args, executor* exec) noexcept {                             \
-    plan p;                                                                                \
-    const status s = plan::op(x, y, params, &p);                                           \
-    return s ? p.execute(args, exec) : s;                                                  \
+#define SIMDNORM_DEFINE_ONE_SHOT(op)                                               \
+  status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
+            const norm_args& args, executor* exec) noexcept {                      \
+    plan p;                                                                        \
+    const status s = plan::op(x, y, params, &p);                                   \
+    return s ? p.execute(args, exec) : s;                                          \
   }
 SIMDNORM_OP_LIST(SIMDNORM_DEFINE_ONE_SHOT)
 #undef SIMDNORM_DEFINE_ONE_SHOT

@@ -28,7 +28,9 @@ struct plan_impl {
 
 /// Installs a made plan_impl into a public plan (plan creation functions use this).
 struct plan_access {
-  static void set(plan* p, std::shared_ptr<const plan_impl> impl) noexcept { p->impl_ = std::move(impl); }
+  static void set(plan* p, std::shared_ptr<const plan_impl> impl) noexcept {
+    p->impl_ = std::move(impl);
+  }
 };
 
 /// Checks rank, positive dims, non-negative strides and that every element count and address

@@ -106,15 +106,16 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
                      plan* out) noexcept {
   const char* opname = op.name;
-  if (out == nullptr) return status::error(status_code::invalid_argument, "%s: out is null", opname);
+  if (out == nullptr)
+    return status::error(status_code::invalid_argument, "%s: out is null", opname);
   status s = check_tensor(x, "x");
   if (!s) return s;
   if (!(s = check_tensor(y, "y"))) return s;
   if (!(s = check_same_shape(x, y))) return s;
   if (normalized_ndim < 1 || normalized_ndim > x.ndim)
     return status::error(status_code::invalid_argument,
-                         "%s: normalized_ndim=%d must be in [1, ndim=%d]", opname,
-                         normalized_ndim, x.ndim);
+                         "%s: normalized_ndim=%d must be in [1, ndim=%d]", opname, normalized_ndim,
+                         x.ndim);
   if (!(s = check_eps(eps))) return s;
   const int first = x.ndim - normalized_ndim;
   if (!dense_suffix(x, first) || !dense_suffix(y, first))
@@ -162,8 +163,8 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
     p->n_outer = 1;
   }
   if (!rows_disjoint(p->n_outer, p->outer_size, p->outer_y_stride, cols))
-    return status::error(status_code::unsupported_layout,
-                         "%s: y's strides make rows overlap", opname);
+    return status::error(status_code::unsupported_layout, "%s: y's strides make rows overlap",
+                         opname);
   p->same_strides = true;
   for (int i = 0; i < x.ndim; ++i)
     if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_strides = false;
@@ -186,8 +187,8 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
 }  // namespace
 }  // namespace detail
 
-status plan::layer_norm(const tensor_desc& x, const tensor_desc& y,
-                        const layer_norm_params& params, plan* out) noexcept {
+status plan::layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
+                        plan* out) noexcept {
   return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
                                params.compensated_mean, params.stores, out);
 }

@@ -41,8 +41,8 @@ inline std::vector<double> channel_values(const float* x, std::size_t N, std::si
 }
 
 /// Values of GroupNorm group g of sample n (C / G channels).
-inline std::vector<double> group_values(const float* x, std::size_t C, std::size_t S,
-                                        std::size_t G, std::size_t n, std::size_t g) {
+inline std::vector<double> group_values(const float* x, std::size_t C, std::size_t S, std::size_t G,
+                                        std::size_t n, std::size_t g) {
   std::vector<double> v;
   const std::size_t cg = C / G;
   for (std::size_t c = g * cg; c < (g + 1) * cg; ++c)
@@ -78,8 +78,8 @@ inline double depth(std::size_t n, std::size_t lanes, std::size_t segment_len) {
 
 /// |y - y_ref| bound for the centered normalize of a unit (see reference.hpp's
 /// layer_norm_bound): mean error depth*u*range, relative variance error depth*u.
-inline double centered_bound(double d, const unit_ref& st, double eps, double x, double g,
-                             double b, double y) {
+inline double centered_bound(double d, const unit_ref& st, double eps, double x, double g, double b,
+                             double y) {
   const double sigma = std::sqrt(st.var + eps);
   const double z = (x - st.mean) / sigma, s = st.range / sigma;
   return ref::layer_norm_bound(d, z, s, g, b, y);
@@ -97,6 +97,8 @@ inline double mean_bound(double d, const unit_ref& st) {
   return d * ref::u32 * st.range + ref::u32 * std::fabs(st.mean) + 1e-30;
 }
 inline double var_rel_bound(double d) { return (d + 4) * ref::u32; }
-inline double rstd_bound(double d, double rstd) { return (0.5 * var_rel_bound(d) + ref::u32) * rstd + 1e-30; }
+inline double rstd_bound(double d, double rstd) {
+  return (0.5 * var_rel_bound(d) + ref::u32) * rstd + 1e-30;
+}
 
 }  // namespace chref

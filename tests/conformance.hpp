@@ -33,7 +33,8 @@ struct onnx_case {
     return it == attr.end() ? dflt : std::stod(it->second);
   }
   bool has_tag(const std::string& t) const {
-    for (const auto& s : tags) if (s == t) return true;
+    for (const auto& s : tags)
+      if (s == t) return true;
     return false;
   }
 };
@@ -57,23 +58,38 @@ inline onnx_case load(const std::string& dir) {
     std::istringstream ls(line);
     std::string key;
     ls >> key;
-    if (key == "name") ls >> c.name;
-    else if (key == "op") ls >> c.op;
-    else if (key == "attr") { std::string k, v; ls >> k >> v; c.attr[k] = v; }
-    else if (key == "tags") {
-      std::string t; ls >> t;
-      std::stringstream ts(t); std::string one;
-      while (std::getline(ts, one, ',')) if (one != "-") c.tags.push_back(one);
+    if (key == "name")
+      ls >> c.name;
+    else if (key == "op")
+      ls >> c.op;
+    else if (key == "attr") {
+      std::string k, v;
+      ls >> k >> v;
+      c.attr[k] = v;
+    } else if (key == "tags") {
+      std::string t;
+      ls >> t;
+      std::stringstream ts(t);
+      std::string one;
+      while (std::getline(ts, one, ','))
+        if (one != "-") c.tags.push_back(one);
     } else if (key == "input" || key == "output") {
-      std::string role, dtype, file; int rank;
+      std::string role, dtype, file;
+      int rank;
       ls >> role >> dtype >> file >> rank;
       tensor t;
       std::size_t n = 1;
-      for (int i = 0; i < rank; ++i) { std::int64_t d; ls >> d; t.shape.push_back(d); n *= std::size_t(d); }
+      for (int i = 0; i < rank; ++i) {
+        std::int64_t d;
+        ls >> d;
+        t.shape.push_back(d);
+        n *= std::size_t(d);
+      }
       t.data = read_floats(dir + "/" + file, n);
       (key == "input" ? c.inputs : c.outputs)[role] = std::move(t);
     } else if (key == "tol") {
-      std::string role; double atol, rtol;
+      std::string role;
+      double atol, rtol;
       ls >> role >> atol >> rtol;
       c.outputs[role].atol = atol;
       c.outputs[role].rtol = rtol;

@@ -75,8 +75,8 @@ inline double sum_depth(std::size_t n, std::size_t lanes) {
 /// normalized value by depth * u * (|z| + s) with s = max|x - p| / sigma; gamma scales it and
 /// the output rounding adds u * |y|.
 inline double layer_norm_bound(double depth, double z, double s, double g, double b, double y) {
-  return depth * u32 * (std::fabs(g) * (std::fabs(z) + s)) + 2 * u32 * (std::fabs(y) + std::fabs(b)) +
-         1e-30;
+  return depth * u32 * (std::fabs(g) * (std::fabs(z) + s)) +
+         2 * u32 * (std::fabs(y) + std::fabs(b)) + 1e-30;
 }
 
 }  // namespace ref

@@ -29,7 +29,8 @@ simdnorm::batch_norm_params bn_params(bool nhwc, bool training) {
 }
 
 tensor_desc desc(const shape4& s, bool nhwc) {
-  const auto n = std::int64_t(s.N), c = std::int64_t(s.C), h = std::int64_t(s.H), w = std::int64_t(s.W);
+  const auto n = std::int64_t(s.N), c = std::int64_t(s.C), h = std::int64_t(s.H),
+             w = std::int64_t(s.W);
   return nhwc ? tensor_desc::contiguous({n, h, w, c}) : tensor_desc::contiguous({n, c, h, w});
 }
 
@@ -47,7 +48,8 @@ std::vector<float> make_x(const shape4& s, std::uint32_t seed, double offset = 0
   for (std::size_t n = 0; n < s.N; ++n)
     for (std::size_t c = 0; c < s.C; ++c) {
       const double mu = offset + 0.5 * double(c % 5) - 1.0, sd = 0.5 + 0.25 * double(c % 3);
-      for (std::size_t i = 0; i < s.S(); ++i) x[(n * s.C + c) * s.S() + i] = float(mu + sd * d(rng));
+      for (std::size_t i = 0; i < s.S(); ++i)
+        x[(n * s.C + c) * s.S() + i] = float(mu + sd * d(rng));
     }
   return x;
 }
@@ -111,8 +113,8 @@ void check_case(isa active, const bn_case& c, std::uint32_t seed) {
   const simdnorm::status s = p.execute(a, c.exec);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const float* out_raw = c.in_place ? x.data() : y.data();
-  const std::vector<float> out = c.nhwc ? chref::to_nchw(out_raw, N, C, S)
-                                        : std::vector<float>(out_raw, out_raw + sh.numel());
+  const std::vector<float> out =
+      c.nhwc ? chref::to_nchw(out_raw, N, C, S) : std::vector<float>(out_raw, out_raw + sh.numel());
 
   const double eps = prm.eps;
   const std::size_t seg = c.nhwc ? (C == 1 ? n_unit : test::lanes(active)) : S;
@@ -222,7 +224,7 @@ TEST_CASE("batch_norm: few large channels (split into parts, in waves) match flo
             check_case(i, c, seed++);
           }
     if (i != test::runnable_isas().front()) return;  // the large case once
-    if (test::quick()) return;                         // and not under emulation
+    if (test::quick()) return;                       // and not under emulation
     for (bool training : {false, true}) {
       bn_case c;
       c.shape = {1, 2, 2048, 2100};
@@ -259,9 +261,11 @@ TEST_CASE("batch_norm: [N, C], BatchNorm1d (N, C, L) and BatchNorm3d (N, C, D, H
       std::vector<float> y1(x.size()), y5(x.size());
       a.y = y1.data();
       REQUIRE(simdnorm::batch_norm(tensor_desc::contiguous({n, c, std::int64_t(S)}),
-                                   tensor_desc::contiguous({n, c, std::int64_t(S)}), prm, a).ok());
+                                   tensor_desc::contiguous({n, c, std::int64_t(S)}), prm, a)
+                  .ok());
       a.y = y5.data();
-      const tensor_desc d5 = tensor_desc::contiguous({n, c, std::int64_t(D), std::int64_t(H), std::int64_t(W)});
+      const tensor_desc d5 =
+          tensor_desc::contiguous({n, c, std::int64_t(D), std::int64_t(H), std::int64_t(W)});
       REQUIRE(simdnorm::batch_norm(d5, d5, prm, a).ok());
       CHECK(test::bitwise_equal(y1.data(), y5.data(), x.size()));  // same canonical geometry
       // [N*S, C] as a 2-D batch (BatchNorm1d on (N, C)): rows of channels.
@@ -270,9 +274,11 @@ TEST_CASE("batch_norm: [N, C], BatchNorm1d (N, C, L) and BatchNorm3d (N, C, D, H
       a.x = xt.data();
       a.y = yt.data();
       REQUIRE(simdnorm::batch_norm(tensor_desc::contiguous({n * std::int64_t(S), c}),
-                                   tensor_desc::contiguous({n * std::int64_t(S), c}), prm, a).ok());
+                                   tensor_desc::contiguous({n * std::int64_t(S), c}), prm, a)
+                  .ok());
       const std::vector<float> back = chref::to_nchw(yt.data(), N, C, S);
-      for (std::size_t k = 0; k < x.size(); ++k) CHECK(back[k] == doctest::Approx(y1[k]).epsilon(1e-5).scale(1));
+      for (std::size_t k = 0; k < x.size(); ++k)
+        CHECK(back[k] == doctest::Approx(y1[k]).epsilon(1e-5).scale(1));
     }
   });
 }
@@ -336,8 +342,10 @@ TEST_CASE("batch_norm inference: ISAs with FMA give the same bits, ISAs without 
     a.y = y.data();
     REQUIRE(simdnorm::batch_norm(desc(sh, false), desc(sh, false), prm, a).ok());
     std::vector<float>& ref = test::has_fma(i) ? fused_ref : unfused_ref;
-    if (ref.empty()) ref = y;
-    else CHECK(test::bitwise_equal(y.data(), ref.data(), y.size()));
+    if (ref.empty())
+      ref = y;
+    else
+      CHECK(test::bitwise_equal(y.data(), ref.data(), y.size()));
   }
   if (fused_ref.empty() || unfused_ref.empty())
     MESSAGE("only ISAs " << (fused_ref.empty() ? "without" : "with") << " FMA run here");
@@ -370,7 +378,8 @@ TEST_CASE("batch_norm training: the NCHW result transposed equals the NHWC resul
         CHECK(std::fabs(r1[c] - r2[c]) <= 2 * chref::rstd_bound(d, r1[c]));
         for (std::size_t k = (c * S); k < c * S + S; ++k) {  // n = 0
           const double sigma = std::sqrt(st.var + 1e-5), yref = (x[k] - st.mean) / sigma;
-          CHECK(std::fabs(back[k] - y[k]) <= 2 * chref::centered_bound(d, st, 1e-5, x[k], 1, 0, yref));
+          CHECK(std::fabs(back[k] - y[k]) <=
+                2 * chref::centered_bound(d, st, 1e-5, x[k], 1, 0, yref));
         }
       }
     }
@@ -423,8 +432,10 @@ TEST_CASE("batch_norm training: running statistics after 3 batches (pytorch, onn
           hv[c] = (1 - w_new) * hv[c] + w_new * var;
           const double d = chref::depth(N * S, test::lanes(i), S);
           // each batch adds the statistics' error and one float rounding of the state
-          CHECK(std::fabs(rm[c] - hm[c]) <= (batch + 1) * (chref::mean_bound(d, st) + 2 * ref::u32 * std::fabs(hm[c])));
-          CHECK(std::fabs(rv[c] - hv[c]) <= (batch + 1) * (var * chref::var_rel_bound(d) + 2 * ref::u32 * std::fabs(hv[c])));
+          CHECK(std::fabs(rm[c] - hm[c]) <=
+                (batch + 1) * (chref::mean_bound(d, st) + 2 * ref::u32 * std::fabs(hm[c])));
+          CHECK(std::fabs(rv[c] - hv[c]) <=
+                (batch + 1) * (var * chref::var_rel_bound(d) + 2 * ref::u32 * std::fabs(hv[c])));
         }
         CHECK(counter == batch + 1);
       }
@@ -498,7 +509,8 @@ TEST_CASE("batch_norm training: constant channels give exactly beta and the cons
 }
 
 // The issue's accuracy target: data with mean 1e4, N*H*W = 25088 per channel.
-TEST_CASE("batch_norm training: mean 1e4 + N(0,1), N*H*W = 25088: statistics within 1e-3 of float64") {
+TEST_CASE(
+    "batch_norm training: mean 1e4 + N(0,1), N*H*W = 25088: statistics within 1e-3 of float64") {
   const shape4 sh{8, 4, 56, 56};
   std::vector<float> x(sh.numel());
   test::fill_normal(x.data(), x.size(), 4242, 1e4, 1.0);
@@ -514,7 +526,8 @@ TEST_CASE("batch_norm training: mean 1e4 + N(0,1), N*H*W = 25088: statistics wit
       const std::vector<float> out = nhwc ? chref::to_nchw(y.data(), sh.N, sh.C, sh.S()) : y;
       double err_y = 0, err_m = 0, err_s = 0;
       for (std::size_t c = 0; c < sh.C; ++c) {
-        const chref::unit_ref st = chref::stats(chref::channel_values(x.data(), sh.N, sh.C, sh.S(), c));
+        const chref::unit_ref st =
+            chref::stats(chref::channel_values(x.data(), sh.N, sh.C, sh.S(), c));
         const double sigma = std::sqrt(st.var + 1e-5);
         err_m = std::max(err_m, std::fabs(mean[c] - st.mean));
         err_s = std::max(err_s, std::fabs(1 / rstd[c] - sigma));
@@ -526,9 +539,9 @@ TEST_CASE("batch_norm training: mean 1e4 + N(0,1), N*H*W = 25088: statistics wit
             err_y = std::max(err_y, std::fabs(out[k] - (x[k] - st.mean) / sigma));
           }
       }
-      MESSAGE(std::string(simdnorm::isa_name(i)) << (nhwc ? " nhwc" : " nchw") << ": max |mean - mean64| = "
-                                                 << err_m << ", |sigma - sigma64| = " << err_s
-                                                 << ", |y - y64| = " << err_y);
+      MESSAGE(std::string(simdnorm::isa_name(i))
+              << (nhwc ? " nhwc" : " nchw") << ": max |mean - mean64| = " << err_m
+              << ", |sigma - sigma64| = " << err_s << ", |y - y64| = " << err_y);
       CHECK(err_y <= 1e-4);  // the centered normalize keeps the deviations' accuracy
     }
   });
@@ -552,7 +565,8 @@ TEST_CASE("batch_norm: padded batch, channels_last strides, in place with paddin
       // x as every other item of a batch of 2N, y padded by 8 floats per item
       std::vector<float> big(2 * N * C * S, 99.f), y(N * (C * S + 8), 7.25f);
       for (std::size_t n = 0; n < N; ++n)
-        std::copy(x.begin() + std::ptrdiff_t(n * C * S), x.begin() + std::ptrdiff_t((n + 1) * C * S),
+        std::copy(x.begin() + std::ptrdiff_t(n * C * S),
+                  x.begin() + std::ptrdiff_t((n + 1) * C * S),
                   big.begin() + std::ptrdiff_t(2 * n * C * S));
       tensor_desc xd = dense, yd = dense;
       xd.strides[0] = std::int64_t(2 * C * S);
@@ -579,4 +593,3 @@ TEST_CASE("batch_norm: padded batch, channels_last strides, in place with paddin
     }
   });
 }
-

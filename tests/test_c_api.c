@@ -10,31 +10,31 @@
 #include "simdnorm/simdnorm.h"
 
 static int g_failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                       \
-    }                                                                     \
+      ++g_failures;                                                            \
+    }                                                                          \
   } while (0)
 /* A call that must fail with `code` and leave a message that mentions `word`. */
-#define CHECK_FAILS(call, code, word)                                             \
-  do {                                                                            \
-    simdnorm_status s_ = (call);                                                  \
-    CHECK(s_ == (code));                                                          \
-    if (strstr(simdnorm_last_error_message(), (word)) == NULL) {                  \
-      fprintf(stderr, "%s:%d: message '%s' lacks '%s'\n", __FILE__, __LINE__,    \
-              simdnorm_last_error_message(), (word));                             \
-      ++g_failures;                                                               \
-    }                                                                             \
+#define CHECK_FAILS(call, code, word)                                         \
+  do {                                                                        \
+    simdnorm_status s_ = (call);                                              \
+    CHECK(s_ == (code));                                                      \
+    if (strstr(simdnorm_last_error_message(), (word)) == NULL) {              \
+      fprintf(stderr, "%s:%d: message '%s' lacks '%s'\n", __FILE__, __LINE__, \
+              simdnorm_last_error_message(), (word));                         \
+      ++g_failures;                                                           \
+    }                                                                         \
   } while (0)
 
 /* ---- A host pool: one pthread per chunk, the shape of an engine's pool --------------------- */
 
 typedef struct host_pool {
   size_t threads;
-  size_t calls;         /* parallel_for calls */
-  unsigned char* seen;  /* per task: how many times it ran (must end at exactly 1) */
+  size_t calls;        /* parallel_for calls */
+  unsigned char* seen; /* per task: how many times it ran (must end at exactly 1) */
   size_t seen_size;
 } host_pool;
 
@@ -48,7 +48,7 @@ typedef struct chunk {
 static void* run_chunk(void* p) {
   chunk* c = (chunk*)p;
   size_t i;
-  for (i = c->begin; i < c->end && i < c->pool->seen_size; ++i) c->pool->seen[i]++;  /* disjoint */
+  for (i = c->begin; i < c->end && i < c->pool->seen_size; ++i) c->pool->seen[i]++; /* disjoint */
   c->task(c->ctx, c->begin, c->end);
   return NULL;
 }
@@ -67,7 +67,7 @@ static void pool_parallel_for(void* user, size_t n, simdnorm_task_fn task, void*
     chunks[k].pool = pool;
     if (chunks[k].begin == chunks[k].end) continue;
     if (pthread_create(&tid[used], NULL, run_chunk, &chunks[k]) != 0) {
-      run_chunk(&chunks[k]);  /* no thread: run it here, the contract still holds */
+      run_chunk(&chunks[k]); /* no thread: run it here, the contract still holds */
       continue;
     }
     ++used;
@@ -108,7 +108,7 @@ static double max_layer_norm_error(const float* x, const float* y, const float* 
     for (i = 0; i < cols; ++i) {
       const double want = (xr[i] - mean) * rstd * (g ? g[i] : 1.0) + (b ? b[i] : 0.0);
       const double err = fabs(want - y[r * cols + i]);
-      if (!(err <= worst)) worst = err;  /* NaN-propagating max */
+      if (!(err <= worst)) worst = err; /* NaN-propagating max */
     }
   }
   return worst;
@@ -136,12 +136,13 @@ static void test_last_error_is_per_thread(void) {
   pthread_t t;
   const char* other = NULL;
   simdnorm_isa isa;
-  CHECK_FAILS(simdnorm_isa_from_name("no_such_isa", &isa), SIMDNORM_INVALID_ARGUMENT, "no_such_isa");
-  CHECK(simdnorm_isa_from_name("scalar", &isa) == SIMDNORM_OK);  /* success keeps the message */
+  CHECK_FAILS(simdnorm_isa_from_name("no_such_isa", &isa), SIMDNORM_INVALID_ARGUMENT,
+              "no_such_isa");
+  CHECK(simdnorm_isa_from_name("scalar", &isa) == SIMDNORM_OK); /* success keeps the message */
   CHECK(strstr(simdnorm_last_error_message(), "no_such_isa") != NULL);
   CHECK(pthread_create(&t, NULL, read_last_error, (void*)&other) == 0);
   pthread_join(t, NULL);
-  CHECK(other != NULL && other[0] == '\0');  /* a fresh thread has no error */
+  CHECK(other != NULL && other[0] == '\0'); /* a fresh thread has no error */
 }
 
 /* The ISA the default selection must report: SIMDNORM_ISA when it names an ISA that runs here,
@@ -165,7 +166,7 @@ static void test_isa(void) {
   size_t i;
   CHECK(n >= 1 && n <= 8);
   CHECK(simdnorm_compiled_isas(NULL, 0) == n);
-  CHECK(list[n - 1] == SIMDNORM_ISA_SCALAR);  /* best first, scalar last */
+  CHECK(list[n - 1] == SIMDNORM_ISA_SCALAR); /* best first, scalar last */
   CHECK(simdnorm_cpu_supports(SIMDNORM_ISA_SCALAR) == 1);
   CHECK(simdnorm_cpu_supports((simdnorm_isa)99) == 0);
   CHECK(strcmp(simdnorm_isa_name((simdnorm_isa)99), "unknown") == 0);
@@ -175,7 +176,8 @@ static void test_isa(void) {
     CHECK(simdnorm_isa_from_name(simdnorm_isa_name(list[i]), &parsed) == SIMDNORM_OK);
     CHECK(parsed == list[i]);
     if (!simdnorm_cpu_supports(list[i])) {
-      CHECK_FAILS(simdnorm_force_isa(list[i]), SIMDNORM_UNSUPPORTED_ISA, simdnorm_isa_name(list[i]));
+      CHECK_FAILS(simdnorm_force_isa(list[i]), SIMDNORM_UNSUPPORTED_ISA,
+                  simdnorm_isa_name(list[i]));
       continue;
     }
     CHECK(simdnorm_force_isa(list[i]) == SIMDNORM_OK);
@@ -184,7 +186,7 @@ static void test_isa(void) {
       simdnorm_tensor_desc d = matrix(2, 5);
       simdnorm_plan_t p = NULL;
       CHECK(simdnorm_plan_rms_norm(&d, &d, NULL, &p) == SIMDNORM_OK);
-      CHECK(simdnorm_plan_isa(p) == list[i]);  /* plans capture the forced ISA */
+      CHECK(simdnorm_plan_isa(p) == list[i]); /* plans capture the forced ISA */
       simdnorm_plan_destroy(p);
     }
   }
@@ -194,12 +196,13 @@ static void test_isa(void) {
         simdnorm_cpu_supports(SIMDNORM_ISA_NEON64) ? SIMDNORM_ISA_AVX2_FMA : SIMDNORM_ISA_NEON64;
     const simdnorm_isa now = simdnorm_active_isa();
     CHECK_FAILS(simdnorm_force_isa(foreign), SIMDNORM_UNSUPPORTED_ISA, simdnorm_isa_name(foreign));
-    CHECK(simdnorm_active_isa() == now);  /* a failed force changes nothing */
+    CHECK(simdnorm_active_isa() == now); /* a failed force changes nothing */
   }
   CHECK_FAILS(simdnorm_force_isa((simdnorm_isa)99), SIMDNORM_INVALID_ARGUMENT, "not an ISA");
   CHECK_FAILS(simdnorm_isa_from_name(NULL, &parsed), SIMDNORM_INVALID_ARGUMENT, "null");
   CHECK_FAILS(simdnorm_isa_from_name("scalar", NULL), SIMDNORM_INVALID_ARGUMENT, "null");
-  simdnorm_reset_isa();  /* back to the default selection: SIMDNORM_ISA if it can run, else the best */
+  simdnorm_reset_isa(); /* back to the default selection: SIMDNORM_ISA if it can run, else the best
+                         */
   CHECK(simdnorm_active_isa() == default_isa(list, n));
   CHECK(simdnorm_cpu_supports(simdnorm_active_isa()) == 1);
 }
@@ -213,10 +216,11 @@ static void test_descs_and_defaults(void) {
   CHECK(d.ndim == 3 && d.shape[0] == 2 && d.shape[2] == 5);
   CHECK(d.strides[0] == 15 && d.strides[1] == 5 && d.strides[2] == 1);
   CHECK_FAILS(simdnorm_tensor_contiguous(&d, 0, shape), SIMDNORM_INVALID_ARGUMENT, "ndim=0");
-  CHECK_FAILS(simdnorm_tensor_contiguous(&d, SIMDNORM_MAX_DIMS + 1, shape), SIMDNORM_INVALID_ARGUMENT, "ndim=9");
+  CHECK_FAILS(simdnorm_tensor_contiguous(&d, SIMDNORM_MAX_DIMS + 1, shape),
+              SIMDNORM_INVALID_ARGUMENT, "ndim=9");
   CHECK_FAILS(simdnorm_tensor_contiguous(NULL, 3, shape), SIMDNORM_INVALID_ARGUMENT, "null");
   CHECK_FAILS(simdnorm_tensor_contiguous(&d, 3, NULL), SIMDNORM_INVALID_ARGUMENT, "null");
-  CHECK(d.ndim == 3);  /* unchanged by the failures */
+  CHECK(d.ndim == 3); /* unchanged by the failures */
   CHECK(ln.normalized_ndim == 1 && ln.eps == 1e-5f && ln.compensated_mean == 1);
   CHECK(ln.stores == SIMDNORM_STORES_AUTOMATIC);
   CHECK(rms.normalized_ndim == 1 && rms.eps == 1e-6f && rms.stores == SIMDNORM_STORES_AUTOMATIC);
@@ -225,20 +229,22 @@ static void test_descs_and_defaults(void) {
 static void test_plan_errors(void) {
   simdnorm_tensor_desc x = matrix(4, 6), y = matrix(4, 7), bad = x;
   simdnorm_layer_norm_params prm = simdnorm_layer_norm_params_default();
-  simdnorm_plan_t p = (simdnorm_plan_t)&x;  /* must be overwritten with NULL on error */
+  simdnorm_plan_t p = (simdnorm_plan_t)&x; /* must be overwritten with NULL on error */
   CHECK_FAILS(simdnorm_plan_layer_norm(NULL, &x, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "x is null");
   CHECK(p == NULL);
   CHECK_FAILS(simdnorm_plan_layer_norm(&x, NULL, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "y is null");
-  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "out is null");
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, NULL, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "out is null");
   CHECK_FAILS(simdnorm_plan_rms_norm(&x, &x, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "out is null");
   CHECK_FAILS(simdnorm_plan_layer_norm(&x, &y, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "shape[1]");
   bad.ndim = 0;
   CHECK_FAILS(simdnorm_plan_layer_norm(&bad, &bad, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "ndim=0");
   bad = x;
   bad.shape[0] = -3;
-  CHECK_FAILS(simdnorm_plan_rms_norm(&bad, &bad, NULL, &p), SIMDNORM_INVALID_ARGUMENT, "shape[0]=-3");
+  CHECK_FAILS(simdnorm_plan_rms_norm(&bad, &bad, NULL, &p), SIMDNORM_INVALID_ARGUMENT,
+              "shape[0]=-3");
   bad = x;
-  bad.strides[1] = 2;  /* the normalized dim must be dense */
+  bad.strides[1] = 2; /* the normalized dim must be dense */
   CHECK(simdnorm_plan_layer_norm(&bad, &bad, NULL, &p) != SIMDNORM_OK);
   bad = x;
   bad.shape[0] = (int64_t)1 << 62;
@@ -248,7 +254,8 @@ static void test_plan_errors(void) {
   CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT, "eps");
   prm = simdnorm_layer_norm_params_default();
   prm.normalized_ndim = 3;
-  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT, "normalized_ndim");
+  CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT,
+              "normalized_ndim");
   prm = simdnorm_layer_norm_params_default();
   prm.stores = (simdnorm_store_policy)7;
   CHECK_FAILS(simdnorm_plan_layer_norm(&x, &x, &prm, &p), SIMDNORM_INVALID_ARGUMENT, "stores");
@@ -288,31 +295,47 @@ static void test_layer_norm_paths(void) {
   CHECK(simdnorm_plan_num_tasks(p, 1) == 0);
 
   memset(&a, 0, sizeof a);
-  a.x = x; a.y = y_default; a.gamma = g; a.beta = b; a.mean = mean; a.rstd = rstd;
+  a.x = x;
+  a.y = y_default;
+  a.gamma = g;
+  a.beta = b;
+  a.mean = mean;
+  a.rstd = rstd;
   CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
   CHECK(max_layer_norm_error(x, y_default, g, b, R, C, 1e-5) <= 1e-4);
   for (r = 0; r < R; ++r) CHECK(fabs(mean[r] - 100.0) < 0.2 && rstd[r] > 0.5f && rstd[r] < 2.f);
 
   memset(seen, 0, sizeof seen);
-  pool.threads = 3; pool.calls = 0; pool.seen = seen; pool.seen_size = tasks;
-  exec.user = &pool; exec.concurrency = 3; exec.parallel_for = pool_parallel_for;
-  a.y = y_pool; a.mean = mean2; a.rstd = rstd2;
+  pool.threads = 3;
+  pool.calls = 0;
+  pool.seen = seen;
+  pool.seen_size = tasks;
+  exec.user = &pool;
+  exec.concurrency = 3;
+  exec.parallel_for = pool_parallel_for;
+  a.y = y_pool;
+  a.mean = mean2;
+  a.rstd = rstd2;
   CHECK(simdnorm_plan_execute(p, &a, &exec) == SIMDNORM_OK);
-  CHECK(pool.calls == 1);  /* one phase, one parallel_for */
+  CHECK(pool.calls == 1); /* one phase, one parallel_for */
   for (t = 0; t < tasks; ++t) CHECK(seen[t] == 1);
   CHECK(memcmp(y_pool, y_default, sizeof y_pool) == 0);
   CHECK(memcmp(mean2, mean, sizeof mean) == 0 && memcmp(rstd2, rstd, sizeof rstd) == 0);
 
-  serial.user = NULL; serial.concurrency = 1; serial.parallel_for = NULL;  /* inline */
-  a.y = y_serial; a.mean = NULL; a.rstd = NULL;
+  serial.user = NULL;
+  serial.concurrency = 1;
+  serial.parallel_for = NULL; /* inline */
+  a.y = y_serial;
+  a.mean = NULL;
+  a.rstd = NULL;
   CHECK(simdnorm_plan_execute(p, &a, &serial) == SIMDNORM_OK);
   CHECK(memcmp(y_serial, y_default, sizeof y_serial) == 0);
 
-  a.y = y_run;  /* the host runs ranges itself: [0,1), [1, tasks-1), [tasks-1, tasks) */
+  a.y = y_run; /* the host runs ranges itself: [0,1), [1, tasks-1), [tasks-1, tasks) */
   CHECK(simdnorm_plan_run(p, &a, 0, 0, 1) == SIMDNORM_OK);
   CHECK(simdnorm_plan_run(p, &a, 0, 1, tasks - 1) == SIMDNORM_OK);
   CHECK(simdnorm_plan_run(p, &a, 0, tasks - 1, tasks) == SIMDNORM_OK);
-  CHECK(simdnorm_plan_run(p, &a, 0, 2, 2) == SIMDNORM_OK);  /* empty range */
+  CHECK(simdnorm_plan_run(p, &a, 0, 2, 2) == SIMDNORM_OK); /* empty range */
   CHECK(memcmp(y_run, y_default, sizeof y_run) == 0);
 
   /* The one-shot call gives the same bits. */
@@ -331,16 +354,18 @@ static void test_layer_norm_paths(void) {
   CHECK_FAILS(simdnorm_plan_run(p, &a, 0, 0, 1), SIMDNORM_INVALID_ARGUMENT, "x is null");
   CHECK_FAILS(simdnorm_plan_execute(p, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "x is null");
   a.x = y_run;
-  a.y = y_run + 1;  /* partial overlap with x is refused */
+  a.y = y_run + 1; /* partial overlap with x is refused */
   CHECK_FAILS(simdnorm_plan_execute(p, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "overlap");
   a.x = x;
   a.y = y_run;
   CHECK_FAILS(simdnorm_plan_execute(NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "plan is null");
   CHECK_FAILS(simdnorm_plan_execute(p, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "args is null");
   exec.parallel_for = NULL;
-  CHECK_FAILS(simdnorm_plan_execute(p, &a, &exec), SIMDNORM_INVALID_ARGUMENT, "parallel_for is null");
+  CHECK_FAILS(simdnorm_plan_execute(p, &a, &exec), SIMDNORM_INVALID_ARGUMENT,
+              "parallel_for is null");
   for (t = 0; t < R * C; ++t) CHECK(y_run[t] == 0.f);
-  CHECK_FAILS(simdnorm_layer_norm(NULL, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "x is null");
+  CHECK_FAILS(simdnorm_layer_norm(NULL, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "x is null");
   simdnorm_plan_destroy(p);
 }
 
@@ -365,7 +390,10 @@ static void test_rms_norm(void) {
   CHECK(simdnorm_plan_rms_norm(&d, &d, &prm, &p) == SIMDNORM_OK);
   CHECK(simdnorm_plan_rows(p) == N && simdnorm_plan_row_length(p) == T * D);
   memset(&a, 0, sizeof a);
-  a.x = x; a.y = x; a.gamma = g; a.rstd = rstd;
+  a.x = x;
+  a.y = x;
+  a.gamma = g;
+  a.rstd = rstd;
   CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
   for (n = 0; n < N; ++n) {
     double ss = 0, r;
@@ -379,16 +407,19 @@ static void test_rms_norm(void) {
   }
   CHECK(worst <= 1e-5);
 
-  memcpy(copy, x0, sizeof copy);  /* one-shot, in place, equals the plan */
-  a.x = copy; a.y = copy; a.rstd = NULL;
+  memcpy(copy, x0, sizeof copy); /* one-shot, in place, equals the plan */
+  a.x = copy;
+  a.y = copy;
+  a.rstd = NULL;
   CHECK(simdnorm_rms_norm(&d, &d, &prm, &a, NULL) == SIMDNORM_OK);
   CHECK(memcmp(copy, x, sizeof x) == 0);
 
-  a.beta = g;  /* RMSNorm has no beta */
+  a.beta = g; /* RMSNorm has no beta */
   CHECK_FAILS(simdnorm_plan_execute(p, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "beta");
   CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "beta");
   a.beta = NULL;
-  CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, NULL, NULL), SIMDNORM_INVALID_ARGUMENT, "args is null");
+  CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, NULL, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "args is null");
   prm.eps = (float)NAN;
   CHECK_FAILS(simdnorm_rms_norm(&d, &d, &prm, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "eps");
   simdnorm_plan_destroy(p);
@@ -408,14 +439,21 @@ static void moments(const float* x, size_t N, size_t C, size_t HW, pick_fn pick,
   for (n = 0; n < N; ++n)
     for (c = 0; c < C; ++c)
       if (pick(n, c, key))
-        for (i = 0; i < HW; ++i) q += (x[(n * C + c) * HW + i] - *mean) * (x[(n * C + c) * HW + i] - *mean);
+        for (i = 0; i < HW; ++i)
+          q += (x[(n * C + c) * HW + i] - *mean) * (x[(n * C + c) * HW + i] - *mean);
   *var = q / (double)count;
 }
-static int pick_channel(size_t n, size_t c, size_t key) { (void)n; return c == key; }
+static int pick_channel(size_t n, size_t c, size_t key) {
+  (void)n;
+  return c == key;
+}
 static int pick_instance(size_t n, size_t c, size_t key) { return n * 4 + c == key; }
-static int pick_group(size_t n, size_t c, size_t key) { return n * 2 + c / 2 == key; }  /* 2 groups of 2 */
+static int pick_group(size_t n, size_t c, size_t key) {
+  return n * 2 + c / 2 == key;
+} /* 2 groups of 2 */
 
-/* y[(n, c, i)] == (x - mean) * rstd (no affine) where mean/var come from the group `key_of` names. */
+/* y[(n, c, i)] == (x - mean) * rstd (no affine) where mean/var come from the group `key_of` names.
+ */
 static double max_norm_error(const float* x, const float* y, size_t N, size_t C, size_t HW,
                              pick_fn pick, size_t (*key_of)(size_t n, size_t c), double eps) {
   double worst = 0, mean, var;
@@ -431,7 +469,10 @@ static double max_norm_error(const float* x, const float* y, size_t N, size_t C,
     }
   return worst;
 }
-static size_t key_channel(size_t n, size_t c) { (void)n; return c; }
+static size_t key_channel(size_t n, size_t c) {
+  (void)n;
+  return c;
+}
 static size_t key_instance(size_t n, size_t c) { return n * 4 + c; }
 static size_t key_group(size_t n, size_t c) { return n * 2 + c / 2; }
 
@@ -454,7 +495,8 @@ static void test_channel_ops(void) {
   double worst = 0;
 
   CHECK(bn.layout == SIMDNORM_NCHW && bn.eps == 1e-5f && bn.training == 0 && bn.momentum == 0.1f);
-  CHECK(bn.convention == SIMDNORM_MOMENTUM_PYTORCH && bn.running_mean == NULL && bn.cumulative == 0);
+  CHECK(bn.convention == SIMDNORM_MOMENTUM_PYTORCH && bn.running_mean == NULL &&
+        bn.cumulative == 0);
   CHECK(gn.num_groups == 1 && gn.eps == 1e-5f && gn.per_group_affine == 0);
   CHECK(in.layout == SIMDNORM_NCHW && in.eps == 1e-5f);
   CHECK(mvn.num_axes == 3 && mvn.axes[0] == 0 && mvn.axes[1] == 2 && mvn.axes[2] == 3);
@@ -469,7 +511,10 @@ static void test_channel_ops(void) {
 
   /* Inference: the running statistics are folded into the plan. */
   for (c = 0; c < C; ++c) rmean[c] = 0.5f * (float)c, rvar[c] = 1.f + (float)c;
-  bn.running_mean = rmean; bn.running_var = rvar; bn.gamma = g; bn.beta = b;
+  bn.running_mean = rmean;
+  bn.running_var = rvar;
+  bn.gamma = g;
+  bn.beta = b;
   CHECK(simdnorm_plan_batch_norm(&d, &d, &bn, &p) == SIMDNORM_OK);
   CHECK(simdnorm_plan_rows(p) == C && simdnorm_plan_row_length(p) == N * HW);
   CHECK(simdnorm_plan_execute(p, &a, NULL) == SIMDNORM_OK);
@@ -483,14 +528,17 @@ static void test_channel_ops(void) {
   CHECK(worst <= 1e-5);
   memcpy(y2, y, sizeof y);
   memset(y, 0, sizeof y);
-  CHECK(simdnorm_batch_norm(&d, &d, &bn, &a, NULL) == SIMDNORM_OK);  /* one-shot: same bits */
+  CHECK(simdnorm_batch_norm(&d, &d, &bn, &a, NULL) == SIMDNORM_OK); /* one-shot: same bits */
   CHECK(memcmp(y, y2, sizeof y) == 0);
 
   /* Training: batch statistics, saved mean/rstd, running statistics updated (PyTorch rule). */
   bn = simdnorm_batch_norm_params_default();
   bn.training = 1;
   for (c = 0; c < C; ++c) rmean[c] = 0.f, rvar[c] = 1.f;
-  a.mean = bmean; a.rstd = brstd; a.running_mean = rmean; a.running_var = rvar;
+  a.mean = bmean;
+  a.rstd = brstd;
+  a.running_mean = rmean;
+  a.running_var = rvar;
   a.num_batches_tracked = &batches;
   CHECK(simdnorm_batch_norm(&d, &d, &bn, &a, NULL) == SIMDNORM_OK);
   CHECK(batches == 1);
@@ -500,15 +548,16 @@ static void test_channel_ops(void) {
     moments(x, N, C, HW, pick_channel, c, &mean, &var);
     CHECK(fabs(bmean[c] - mean) <= 1e-5 * fabs(mean) + 1e-6);
     CHECK(fabs(rmean[c] - 0.1 * mean) <= 1e-5);
-    CHECK(fabs(rvar[c] - (0.9 + 0.1 * var * (N * HW) / (N * HW - 1))) <= 1e-5);  /* unbiased */
+    CHECK(fabs(rvar[c] - (0.9 + 0.1 * var * (N * HW) / (N * HW - 1))) <= 1e-5); /* unbiased */
   }
   bn.convention = (simdnorm_momentum_convention)5;
   CHECK_FAILS(simdnorm_batch_norm(&d, &d, &bn, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "convention");
-  CHECK(batches == 1);  /* untouched by the failure */
+  CHECK(batches == 1); /* untouched by the failure */
   bn = simdnorm_batch_norm_params_default();
   bn.layout = (simdnorm_channel_layout)2;
   CHECK_FAILS(simdnorm_plan_batch_norm(&d, &d, &bn, &p), SIMDNORM_INVALID_ARGUMENT, "layout");
-  CHECK(simdnorm_plan_batch_norm(&d, &d, NULL, &p) == SIMDNORM_INVALID_ARGUMENT);  /* no running stats */
+  CHECK(simdnorm_plan_batch_norm(&d, &d, NULL, &p) ==
+        SIMDNORM_INVALID_ARGUMENT); /* no running stats */
   CHECK(p == NULL);
   memset(&a, 0, sizeof a);
   a.x = x;
@@ -545,7 +594,7 @@ static void test_channel_ops(void) {
 }
 
 int main(void) {
-  CHECK(simdnorm_last_error_message()[0] == '\0');  /* nothing failed yet */
+  CHECK(simdnorm_last_error_message()[0] == '\0'); /* nothing failed yet */
   test_status();
   test_last_error_is_per_thread();
   test_isa();

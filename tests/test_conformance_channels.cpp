@@ -75,8 +75,9 @@ simdnorm::status run_case(const conformance::onnx_case& c, std::vector<float>& y
 
 }  // namespace
 
-TEST_CASE("conformance: ONNX BatchNormalization, GroupNormalization, InstanceNormalization, "
-          "MeanVarianceNormalization (16 cases)") {
+TEST_CASE(
+    "conformance: ONNX BatchNormalization, GroupNormalization, InstanceNormalization, "
+    "MeanVarianceNormalization (16 cases)") {
   std::vector<conformance::onnx_case> cases;
   for (const char* op : {"batch_norm", "group_norm", "instance_norm", "mean_variance_norm"})
     for (auto& c : conformance::load_all(op)) cases.push_back(std::move(c));

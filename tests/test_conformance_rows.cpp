@@ -8,7 +8,8 @@
 namespace {
 
 // Scale and bias may broadcast (unidirectionally) to the normalized shape; expand them.
-std::vector<float> expand_to(const conformance::tensor& t, const std::vector<std::int64_t>& norm_shape) {
+std::vector<float> expand_to(const conformance::tensor& t,
+                             const std::vector<std::int64_t>& norm_shape) {
   std::size_t n = 1;
   for (auto d : norm_shape) n *= std::size_t(d);
   if (t.data.size() == n) return t.data;
@@ -65,12 +66,14 @@ TEST_CASE("conformance: ONNX LayerNormalization and RMSNormalization (38 cases)"
           simdnorm::layer_norm_params p;
           p.normalized_ndim = nn;
           p.eps = eps;
-          s = simdnorm::layer_norm(conformance::desc_of(x.shape), conformance::desc_of(x.shape), p, a);
+          s = simdnorm::layer_norm(conformance::desc_of(x.shape), conformance::desc_of(x.shape), p,
+                                   a);
         } else {
           simdnorm::rms_norm_params p;
           p.normalized_ndim = nn;
           p.eps = eps;
-          s = simdnorm::rms_norm(conformance::desc_of(x.shape), conformance::desc_of(x.shape), p, a);
+          s = simdnorm::rms_norm(conformance::desc_of(x.shape), conformance::desc_of(x.shape), p,
+                                 a);
         }
         REQUIRE_MESSAGE(s.ok(), s.message());
         conformance::check_output(c, "y", y.data());

@@ -1,6 +1,6 @@
-// LayerNorm, RMSNorm and Lp normalization at the edges of the float range, on every runnable ISA, against a
-// float64 reference: rows whose squared deviations (or squares) overflow float although the
-// normalized output is an ordinary number, rows near FLT_MAX, and RMSNorm rows whose squares
+// LayerNorm, RMSNorm and Lp normalization at the edges of the float range, on every runnable ISA,
+// against a float64 reference: rows whose squared deviations (or squares) overflow float although
+// the normalized output is an ordinary number, rows near FLT_MAX, and RMSNorm rows whose squares
 // underflow (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so
 // squares reach at most 2^256 and their sums over a row 2^269, far inside double's range, and
 // the smallest inputs used (1e-37) square to 1e-74, far above double's underflow.
@@ -95,8 +95,7 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
   std::vector<float> g(d), b(d), y(x.size(), 7.25f), rstd(kRows, -1.f);
   test::fill_normal(g.data(), d, 11, 1.0, 0.3);
   test::fill_normal(b.data(), d, 12, 0.0, 1.0);
-  const tensor_desc desc =
-      tensor_desc::contiguous({std::int64_t(kRows), std::int64_t(d)});
+  const tensor_desc desc = tensor_desc::contiguous({std::int64_t(kRows), std::int64_t(d)});
   simdnorm::plan p;
   if (which == op::layer_norm) {
     simdnorm::layer_norm_params prm;
@@ -136,8 +135,8 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
       for (std::size_t i = 0; i < d; ++i) {
         const double z = (xr[i] - st.mean) * rs;
         if (!(std::fabs(yk[i] - yr[i]) <= ln_bound(depth, d, z, g[i], yr[i], rs)))
-          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) +
-                 " want " + std::to_string(yr[i]));
+          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) + " want " +
+                 std::to_string(yr[i]));
       }
       if (!(std::fabs(rstd[r] - rs) <= ln_rstd_rel(depth, rs) * rs))
         o.fail(row + ": rstd " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
@@ -147,10 +146,10 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
       const double depth_lp = ref::sum_depth(d, test::lanes(active));
       for (std::size_t i = 0; i < d; ++i) {
         const double want = xr[i] * rs;
-        if (!(std::fabs(yk[i] - want) <= (lp_rs_rel(depth_lp, pw, rs) + u) * std::fabs(want) +
-                                              kSubnormalHalfUlp))
-          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) +
-                 " want " + std::to_string(want));
+        if (!(std::fabs(yk[i] - want) <=
+              (lp_rs_rel(depth_lp, pw, rs) + u) * std::fabs(want) + kSubnormalHalfUlp))
+          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) + " want " +
+                 std::to_string(want));
       }
       if (!(std::fabs(rstd[r] - rs) <= lp_rs_rel(depth_lp, pw, rs) * rs))
         o.fail(row + ": rs " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
@@ -159,8 +158,8 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
       ref::rms_norm_row(xr, d, g.data(), eps, yr.data());
       for (std::size_t i = 0; i < d; ++i)
         if (!(std::fabs(yk[i] - yr[i]) <= rms_bound(depth, yr[i], rs)))
-          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) +
-                 " want " + std::to_string(yr[i]));
+          o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) + " want " +
+                 std::to_string(yr[i]));
       if (!(std::fabs(rstd[r] - rs) <= rms_rstd_rel(depth, rs) * rs))
         o.fail(row + ": rstd " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
     }

@@ -19,7 +19,8 @@ tensor_desc desc(std::size_t N, std::size_t C, std::size_t S, bool nhwc) {
 
 struct gn_case {
   std::size_t N, C, S, G;
-  bool nhwc = false, gamma = true, beta = true, per_group = false, instance = false, in_place = false;
+  bool nhwc = false, gamma = true, beta = true, per_group = false, instance = false,
+       in_place = false;
   std::size_t mis = 0;
 };
 
@@ -55,7 +56,8 @@ void check_case(isa active, const gn_case& c, std::uint32_t seed) {
   if (c.instance) {
     simdnorm::instance_norm_params prm;
     prm.layout = layout;
-    REQUIRE(simdnorm::plan::instance_norm(desc(N, C, S, c.nhwc), desc(N, C, S, c.nhwc), prm, &p).ok());
+    REQUIRE(
+        simdnorm::plan::instance_norm(desc(N, C, S, c.nhwc), desc(N, C, S, c.nhwc), prm, &p).ok());
   } else {
     simdnorm::group_norm_params prm;
     prm.num_groups = int(G);
@@ -69,7 +71,8 @@ void check_case(isa active, const gn_case& c, std::uint32_t seed) {
   const simdnorm::status s = p.execute(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const float* raw = c.in_place ? x.data() : y.data();
-  const std::vector<float> out = c.nhwc ? chref::to_nchw(raw, N, C, S) : std::vector<float>(raw, raw + numel);
+  const std::vector<float> out =
+      c.nhwc ? chref::to_nchw(raw, N, C, S) : std::vector<float>(raw, raw + numel);
 
   const std::size_t seg = c.nhwc ? (C == 1 ? S : test::lanes(active)) : cg * S;
   const double d = chref::depth(cg * S, test::lanes(active), seg);
@@ -202,11 +205,13 @@ TEST_CASE("group_norm: G = 1 statistics equal LayerNorm statistics over C * spat
       REQUIRE(simdnorm::group_norm(desc(N, C, S, false), desc(N, C, S, false), {}, a).ok());
       a.mean = m2.data(), a.rstd = r2.data();
       REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({std::int64_t(N), std::int64_t(D)}),
-                                   tensor_desc::contiguous({std::int64_t(N), std::int64_t(D)}), {}, a).ok());
+                                   tensor_desc::contiguous({std::int64_t(N), std::int64_t(D)}), {},
+                                   a)
+                  .ok());
       const double d = chref::depth(D, test::lanes(i), D);
       for (std::size_t n = 0; n < N; ++n) {
-        const chref::unit_ref st = chref::stats(std::vector<double>(x.begin() + std::ptrdiff_t(n * D),
-                                                                    x.begin() + std::ptrdiff_t((n + 1) * D)));
+        const chref::unit_ref st = chref::stats(std::vector<double>(
+            x.begin() + std::ptrdiff_t(n * D), x.begin() + std::ptrdiff_t((n + 1) * D)));
         CHECK(std::fabs(m1[n] - m2[n]) <= 2 * chref::mean_bound(d, st));
         CHECK(std::fabs(r1[n] - r2[n]) <= 2 * chref::rstd_bound(d, r2[n]));
       }
@@ -220,7 +225,8 @@ namespace {
 
 /// y = (x - mean) / (sqrt(var) + eps) over `axes` of a dense tensor, in float64.
 std::vector<double> mvn_ref(const std::vector<float>& x, const std::vector<std::int64_t>& shape,
-                            const std::vector<int>& axes, double eps, std::vector<chref::unit_ref>* units,
+                            const std::vector<int>& axes, double eps,
+                            std::vector<chref::unit_ref>* units,
                             std::vector<std::size_t>* unit_of) {
   const int r = int(shape.size());
   std::vector<bool> red(std::size_t(r), false);
@@ -254,9 +260,10 @@ std::vector<double> mvn_ref(const std::vector<float>& x, const std::vector<std::
 }  // namespace
 
 TEST_CASE("mean_variance_norm: axes {0,2,3}, {2,3}, {1,2,3}, {0}, {1}, {0,1,2,3}, negative axes") {
-  const std::vector<std::vector<int>> axes_list = {{0, 2, 3}, {2, 3}, {1, 2, 3}, {0}, {1}, {0, 1, 2, 3},
-                                                   {-1, -2}, {3, 0, 2}};
-  const std::vector<std::vector<std::int64_t>> shapes = {{2, 3, 4, 5}, {3, 17, 7, 7}, {1, 16, 1, 33}, {4, 5, 56, 56}};
+  const std::vector<std::vector<int>> axes_list = {{0, 2, 3}, {2, 3},       {1, 2, 3}, {0},
+                                                   {1},       {0, 1, 2, 3}, {-1, -2},  {3, 0, 2}};
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {2, 3, 4, 5}, {3, 17, 7, 7}, {1, 16, 1, 33}, {4, 5, 56, 56}};
   test::for_each_isa([&](isa i) {
     std::uint32_t seed = 80;
     for (const auto& shape : shapes)
@@ -295,4 +302,3 @@ TEST_CASE("mean_variance_norm: axes {0,2,3}, {2,3}, {1,2,3}, {0}, {1}, {0,1,2,3}
       }
   });
 }
-

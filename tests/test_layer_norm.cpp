@@ -48,7 +48,8 @@ void check_case(isa active, const ln_case& c, std::uint32_t seed) {
   simdnorm::layer_norm_params prm;
   prm.compensated_mean = c.compensated;
   REQUIRE(simdnorm::plan::layer_norm(rows_desc(c.rows, c.cols, xs), rows_desc(c.rows, c.cols, ys),
-                                     prm, &p).ok());
+                                     prm, &p)
+              .ok());
   REQUIRE(p.kernel_isa() == active);
   simdnorm::norm_args a;
   a.x = x.data();
@@ -74,8 +75,8 @@ void check_case(isa active, const ln_case& c, std::uint32_t seed) {
     for (std::size_t i = 0; i < c.cols; ++i) s = std::max(s, std::fabs(xr[i] - pshift) / sigma);
     for (std::size_t i = 0; i < c.cols; ++i) {
       const double z = (xr[i] - st.mean) / sigma;
-      const double tol = ref::layer_norm_bound(depth, z, s, a.gamma ? g[i] : 1.0,
-                                               a.beta ? b[i] : 0.0, yr[i]);
+      const double tol =
+          ref::layer_norm_bound(depth, z, s, a.gamma ? g[i] : 1.0, a.beta ? b[i] : 0.0, yr[i]);
       const double got = out[r * ys + i];
       bad.expect(std::fabs(got - yr[i]) <= tol, [&] {
         return "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " +
@@ -99,15 +100,16 @@ void check_case(isa active, const ln_case& c, std::uint32_t seed) {
   CHECK_MESSAGE(bad.none(), bad.report());
   CHECK(x.guards_intact());
   CHECK(y.guards_intact());
-  if (!c.in_place) CHECK(test::bitwise_equal(x.data(), x0.data(), x.size()));  // x is input only
+  if (!c.in_place)
+    CHECK(test::bitwise_equal(x.data(), x0.data(), x.size()));  // x is input only
   else
     for (std::size_t r = 0; r < c.rows; ++r)  // in place: the padding between rows is untouched
       for (std::size_t i = c.cols; i < xs; ++i) CHECK(x[r * xs + i] == x0[r * xs + i]);
 }
 
-const std::size_t kCols[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,  12,  13,   14,   15,   16,  17,
-                             18, 19, 20, 21, 22, 23, 24, 25, 26, 27,  28,  29,  30,   31,   32,   33,  47,
-                             63, 64, 65, 127, 128, 129, 768, 4096, 4099, 65537};
+const std::size_t kCols[] = {1,  2,  3,  4,  5,  6,  7,  8,   9,   10,  11,  12,   13,   14,   15,
+                             16, 17, 18, 19, 20, 21, 22, 23,  24,  25,  26,  27,   28,   29,   30,
+                             31, 32, 33, 47, 63, 64, 65, 127, 128, 129, 768, 4096, 4099, 65537};
 
 }  // namespace
 
@@ -115,20 +117,34 @@ TEST_CASE("layer_norm: every size, tail, alignment, stride and affine variant ma
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 1;
     for (std::size_t cols : kCols) {
-      for (std::size_t rows : {std::size_t(1), std::size_t(3), std::size_t(17), std::size_t(1000)}) {
-        if (rows * cols > 300000 && rows > 3) continue;  // keep the sweep fast; long rows use 1 and 3
+      for (std::size_t rows :
+           {std::size_t(1), std::size_t(3), std::size_t(17), std::size_t(1000)}) {
+        if (rows * cols > 300000 && rows > 3)
+          continue;  // keep the sweep fast; long rows use 1 and 3
         if (test::quick() && rows * cols > 20000) continue;  // emulated: every tail, fewer rows
         ln_case v0{rows, cols};
-        v0.x_pad = 3; v0.y_pad = 5; v0.mis_x = 1; v0.mis_y = 3; v0.mis_g = 2;
+        v0.x_pad = 3;
+        v0.y_pad = 5;
+        v0.mis_x = 1;
+        v0.mis_y = 3;
+        v0.mis_g = 2;
         check_case(i, v0, seed++);
         ln_case v1{rows, cols};
-        v1.gamma = v1.beta = false; v1.in_place = true; v1.outputs = false;
+        v1.gamma = v1.beta = false;
+        v1.in_place = true;
+        v1.outputs = false;
         check_case(i, v1, seed++);
         ln_case v2{rows, cols};
-        v2.beta = false; v2.in_place = true; v2.x_pad = 7; v2.mis_x = 3; v2.mis_g = 1;
+        v2.beta = false;
+        v2.in_place = true;
+        v2.x_pad = 7;
+        v2.mis_x = 3;
+        v2.mis_g = 1;
         check_case(i, v2, seed++);
         ln_case v3{rows, cols};
-        v3.gamma = false; v3.compensated = false; v3.mis_y = 2;
+        v3.gamma = false;
+        v3.compensated = false;
+        v3.mis_y = 2;
         check_case(i, v3, seed++);
       }
     }
@@ -137,7 +153,8 @@ TEST_CASE("layer_norm: every size, tail, alignment, stride and affine variant ma
 
 TEST_CASE("layer_norm: large means keep the float64 accuracy (compensated mean)") {
   test::for_each_isa([](isa i) {
-    for (std::size_t cols : {std::size_t(7), std::size_t(64), std::size_t(129), std::size_t(4096), std::size_t(65537)}) {
+    for (std::size_t cols : {std::size_t(7), std::size_t(64), std::size_t(129), std::size_t(4096),
+                             std::size_t(65537)}) {
       for (double offset : {1e4, -3e5, 1e6}) {
         if (test::quick() && cols > 4096) continue;
         ln_case c{3, cols};
@@ -190,18 +207,21 @@ TEST_CASE("layer_norm: 1e4 + N(0,1), D = 4096: compensated mean within 1e-4 of f
       a.x = x.data();
       a.y = y.data();
       REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({rows, cols}),
-                                   tensor_desc::contiguous({rows, cols}), prm, a).ok());
+                                   tensor_desc::contiguous({rows, cols}), prm, a)
+                  .ok());
       double err = 0;
       for (std::size_t r = 0; r < rows; ++r) {
         ref::layer_norm_row(&x[r * cols], cols, nullptr, nullptr, prm.eps, yr.data());
-        for (std::size_t k = 0; k < cols; ++k) err = std::max(err, std::fabs(y[r * cols + k] - yr[k]));
+        for (std::size_t k = 0; k < cols; ++k)
+          err = std::max(err, std::fabs(y[r * cols + k] - yr[k]));
       }
-      MESSAGE(std::string(simdnorm::isa_name(i)) << std::string(comp ? " hi+lo mean" : " single float mean")
-                                                 << ": max |y - y64| = " << err);
+      MESSAGE(std::string(simdnorm::isa_name(i))
+              << std::string(comp ? " hi+lo mean" : " single float mean")
+              << ": max |y - y64| = " << err);
       if (comp) {
         CHECK(err <= 1e-3);  // the issue's target
         CHECK(err <= 1e-4);  // and well below the single-float-mean floor of ~5e-4
-      } else {  // unshifted float sums: error grows as depth * u * |mean| / sigma
+      } else {               // unshifted float sums: error grows as depth * u * |mean| / sigma
         CHECK(err <= ref::accumulation_depth(cols, test::lanes(i)) * ref::u32 * (1e4 + 8));
       }
     }
@@ -210,16 +230,23 @@ TEST_CASE("layer_norm: 1e4 + N(0,1), D = 4096: compensated mean within 1e-4 of f
 
 TEST_CASE("layer_norm: constant rows give exactly beta") {
   test::for_each_isa([](isa) {
-    for (std::size_t cols : {std::size_t(1), std::size_t(5), std::size_t(16), std::size_t(100), std::size_t(4099)}) {
-      for (float v : {0.f, 3.7f, -1e6f, 1e6f, -3e38f}) {  // -3e38: a shift summed unscaled overflows
+    for (std::size_t cols :
+         {std::size_t(1), std::size_t(5), std::size_t(16), std::size_t(100), std::size_t(4099)}) {
+      for (float v :
+           {0.f, 3.7f, -1e6f, 1e6f, -3e38f}) {  // -3e38: a shift summed unscaled overflows
         std::vector<float> x(2 * cols, v), y(2 * cols), g(cols), b(cols), mean(2), rstd(2);
         test::fill_normal(g.data(), cols, 5, 1.0, 1.0);
         test::fill_normal(b.data(), cols, 6, 0.0, 1.0);
         simdnorm::norm_args a;
-        a.x = x.data(); a.y = y.data(); a.gamma = g.data(); a.beta = b.data();
-        a.mean = mean.data(); a.rstd = rstd.data();
+        a.x = x.data();
+        a.y = y.data();
+        a.gamma = g.data();
+        a.beta = b.data();
+        a.mean = mean.data();
+        a.rstd = rstd.data();
         REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({2, std::int64_t(cols)}),
-                                     tensor_desc::contiguous({2, std::int64_t(cols)}), {}, a).ok());
+                                     tensor_desc::contiguous({2, std::int64_t(cols)}), {}, a)
+                    .ok());
         for (std::size_t r = 0; r < 2; ++r) {
           CHECK(test::bitwise_equal(&y[r * cols], b.data(), cols));
           CHECK(mean[r] == v);
@@ -238,13 +265,19 @@ TEST_CASE("layer_norm: an N-D normalized shape equals the flattened 2-D call, bi
     test::fill_normal(g.data(), g.size(), 12);
     test::fill_normal(bta.data(), bta.size(), 13);
     simdnorm::norm_args a;
-    a.x = x.data(); a.gamma = g.data(); a.beta = bta.data();
+    a.x = x.data();
+    a.gamma = g.data();
+    a.beta = bta.data();
     simdnorm::layer_norm_params p4;
     p4.normalized_ndim = 2;
     a.y = y4.data();
-    REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({A, B, C, D}), tensor_desc::contiguous({A, B, C, D}), p4, a).ok());
+    REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({A, B, C, D}),
+                                 tensor_desc::contiguous({A, B, C, D}), p4, a)
+                .ok());
     a.y = y2.data();
-    REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({A * B, C * D}), tensor_desc::contiguous({A * B, C * D}), {}, a).ok());
+    REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({A * B, C * D}),
+                                 tensor_desc::contiguous({A * B, C * D}), {}, a)
+                .ok());
     CHECK(test::bitwise_equal(y4.data(), y2.data(), x.size()));
   });
 }
@@ -260,7 +293,9 @@ TEST_CASE("layer_norm: strided outer dims (every other batch item, padded rows)"
     xd.strides[1] = 40;
     std::vector<float> y(N * T * D), mean(N * T);
     simdnorm::norm_args a;
-    a.x = big.data(); a.y = y.data(); a.mean = mean.data();
+    a.x = big.data();
+    a.y = y.data();
+    a.mean = mean.data();
     REQUIRE(simdnorm::layer_norm(xd, tensor_desc::contiguous({N, T, D}), {}, a).ok());
     std::vector<double> yr(D);
     for (std::int64_t n = 0; n < N; ++n)
@@ -269,7 +304,8 @@ TEST_CASE("layer_norm: strided outer dims (every other batch item, padded rows)"
         ref::row_stats st;
         ref::layer_norm_row(xr, D, nullptr, nullptr, 1e-5, yr.data(), &st);
         CHECK(mean[n * T + t] == doctest::Approx(st.mean).epsilon(1e-5));
-        for (std::int64_t k = 0; k < D; ++k) CHECK(y[(n * T + t) * D + k] == doctest::Approx(yr[k]).epsilon(1e-4).scale(1));
+        for (std::int64_t k = 0; k < D; ++k)
+          CHECK(y[(n * T + t) * D + k] == doctest::Approx(yr[k]).epsilon(1e-4).scale(1));
       }
   });
 }
@@ -292,7 +328,8 @@ TEST_CASE("layer_norm: the bound accepts the library and rejects the unbiased va
     a.x = x.data();
     a.y = y.data();
     REQUIRE(simdnorm::layer_norm(tensor_desc::contiguous({1, std::int64_t(cols)}),
-                                 tensor_desc::contiguous({1, std::int64_t(cols)}), {}, a).ok());
+                                 tensor_desc::contiguous({1, std::int64_t(cols)}), {}, a)
+                .ok());
     const double depth = ref::accumulation_depth(cols, test::lanes(i));
     test::failures library;
     std::size_t rejected = 0;

@@ -66,9 +66,9 @@ void check_lp(simdnorm::isa active, int p, std::size_t rows, std::size_t cols, s
 
 // Lengths around every vector width (1, 4, 8, 16), the short-row limit (256), the statistics
 // chunk (2048) and beyond.
-const std::size_t kCols[] = {1,   2,   3,   4,   5,   7,   8,   9,   15,   16,   17,   31,  32,
-                             33,  63,  64,  65,  100, 127, 128, 129, 255,  256,  257,  511, 1000,
-                             1024, 2047, 2048, 2049, 4099, 16387};
+const std::size_t kCols[] = {1,   2,   3,   4,    5,    7,    8,    9,    15,   16,   17,
+                             31,  32,  33,  63,   64,   65,   100,  127,  128,  129,  255,
+                             256, 257, 511, 1000, 1024, 2047, 2048, 2049, 4099, 16387};
 
 }  // namespace
 
@@ -95,7 +95,9 @@ TEST_CASE("lp_norm: padded rows, misaligned and in place") {
   });
 }
 
-TEST_CASE("lp_norm: eps clamps small norms, eps = 0 gives 0 / 0 as ONNX does, NaN and Inf stay in their row") {
+TEST_CASE(
+    "lp_norm: eps clamps small norms, eps = 0 gives 0 / 0 as ONNX does, NaN and Inf stay in their "
+    "row") {
   test::for_each_isa([](simdnorm::isa) {
     for (std::size_t cols : {5, 16, 64, 1000}) {
       CAPTURE(cols);
@@ -126,8 +128,10 @@ TEST_CASE("lp_norm: eps clamps small norms, eps = 0 gives 0 / 0 as ONNX does, Na
             CHECK(std::fabs(y[cols + i] - 1 / std::sqrt(double(cols))) < 1e-5);
           }
           CHECK(std::isnan(y[2 * cols + i]));
-          if (i == cols / 2) CHECK(std::isnan(y[3 * cols + i]));  // Inf / Inf
-          else CHECK(y[3 * cols + i] == 0.f);  // x / Inf
+          if (i == cols / 2)
+            CHECK(std::isnan(y[3 * cols + i]));  // Inf / Inf
+          else
+            CHECK(y[3 * cols + i] == 0.f);  // x / Inf
           CHECK(std::isfinite(y[4 * cols + i]));
         }
       }
@@ -158,7 +162,8 @@ TEST_CASE("lp_norm: the axis is the innermost dim of size > 1, given as ONNX and
     a.y = y.data();
     std::fill(y.begin(), y.end(), 0.f);
     REQUIRE(simdnorm::lp_norm(c.d, c.d, prm, a).ok());
-    for (std::size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(want[i]).epsilon(1e-5));
+    for (std::size_t i = 0; i < y.size(); ++i)
+      CHECK(y[i] == doctest::Approx(want[i]).epsilon(1e-5));
   }
 }
 

@@ -14,7 +14,9 @@ using simdnorm::tensor_desc;
 // Bound: the sum of squares is a sum of positive terms (no cancellation): relative error
 // depth * u; rstd's relative error is half that plus the float rounding of 1/sqrt; each output
 // then takes two more roundings (x * rstd, * gamma).
-double rms_bound(double depth, double y) { return (depth / 2 + 4) * ref::u32 * std::fabs(y) + 1e-30; }
+double rms_bound(double depth, double y) {
+  return (depth / 2 + 4) * ref::u32 * std::fabs(y) + 1e-30;
+}
 
 void check_rms(isa active, std::size_t rows, std::size_t cols, std::size_t pad, std::size_t mis,
                bool gamma, bool in_place, std::uint32_t seed, double scale = 1.0) {
@@ -74,13 +76,15 @@ void check_rms(isa active, std::size_t rows, std::size_t cols, std::size_t pad, 
 }  // namespace
 
 TEST_CASE("rms_norm: every size, tail, alignment, stride and gamma variant matches float64") {
-  const std::size_t cols_list[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,  14,  15,  16,   17,   18,
-                                   19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,  32,  33,  47,   63,   64,
-                                   65, 127, 128, 129, 768, 4096, 4099, 65537};
+  const std::size_t cols_list[] = {1,  2,  3,  4,  5,   6,   7,   8,   9,    10,   11,
+                                   12, 13, 14, 15, 16,  17,  18,  19,  20,   21,   22,
+                                   23, 24, 25, 26, 27,  28,  29,  30,  31,   32,   33,
+                                   47, 63, 64, 65, 127, 128, 129, 768, 4096, 4099, 65537};
   test::for_each_isa([&](isa i) {
     std::uint32_t seed = 100;
     for (std::size_t cols : cols_list)
-      for (std::size_t rows : {std::size_t(1), std::size_t(3), std::size_t(17), std::size_t(1000)}) {
+      for (std::size_t rows :
+           {std::size_t(1), std::size_t(3), std::size_t(17), std::size_t(1000)}) {
         if (rows * cols > 300000 && rows > 3) continue;
         if (test::quick() && rows * cols > 20000) continue;  // emulated: every tail, fewer rows
         check_rms(i, rows, cols, 3, 1, true, false, seed++);
@@ -109,7 +113,9 @@ TEST_CASE("rms_norm: zero rows give zeros, NaN and Inf stay in their row") {
     simdnorm::norm_args a;
     a.x = x.data();
     a.y = y.data();
-    REQUIRE(simdnorm::rms_norm(tensor_desc::contiguous({rows, cols}), tensor_desc::contiguous({rows, cols}), {}, a).ok());
+    REQUIRE(simdnorm::rms_norm(tensor_desc::contiguous({rows, cols}),
+                               tensor_desc::contiguous({rows, cols}), {}, a)
+                .ok());
     for (std::size_t k = 0; k < cols; ++k) CHECK(y[k] == 0.f);
     std::size_t finite1 = 0, finite3 = 0;
     for (std::size_t k = 0; k < cols; ++k) {
@@ -142,7 +148,8 @@ TEST_CASE("rms_norm: the bound accepts the library and rejects no eps or the wro
     a.x = x.data();
     a.y = y.data();
     REQUIRE(simdnorm::rms_norm(tensor_desc::contiguous({1, std::int64_t(cols)}),
-                               tensor_desc::contiguous({1, std::int64_t(cols)}), {}, a).ok());
+                               tensor_desc::contiguous({1, std::int64_t(cols)}), {}, a)
+                .ok());
     const double depth = ref::accumulation_depth(cols, test::lanes(i));
     test::failures library;
     std::size_t rejected_no_eps = 0, rejected_mean = 0;

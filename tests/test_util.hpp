@@ -171,7 +171,8 @@ class buffer {
   std::size_t n_, off_;
 };
 
-inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0, double sd = 1) {
+inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0,
+                        double sd = 1) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> d(mean, sd);
   for (std::size_t i = 0; i < n; ++i) p[i] = float(d(rng));

@@ -111,8 +111,8 @@ void check_and_measure(benchmark::State& state, const peers::peer* peer, const p
       v.differs = compare(op->output(), ref, n, kTight, kTight).bad != 0;
       if (!v.ok)
         v.message = "output differs from simdnorm: " + std::to_string(df.bad) +
-                    " elements beyond 5e-2 * (1 + |y|), max |diff| " +
-                    std::to_string(df.max_abs) + ", first at " + std::to_string(df.first_bad);
+                    " elements beyond 5e-2 * (1 + |y|), max |diff| " + std::to_string(df.max_abs) +
+                    ", first at " + std::to_string(df.first_bad);
     }
     it = verdicts().emplace(key, v).first;
   }
@@ -174,7 +174,7 @@ void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, ln_
 struct nchw {
   std::int64_t n, c, h, w;
 };
-const nchw kBnShapes[] = {{1, 64, 112, 112}, {8, 64, 56, 56}, {32, 256, 14, 14},
+const nchw kBnShapes[] = {{1, 64, 112, 112}, {8, 64, 56, 56},   {32, 256, 14, 14},
                           {32, 512, 7, 7},   {256, 2048, 1, 1}, {64, 64, 128, 128}};
 const nchw kGnShapes[] = {{1, 320, 64, 64}, {1, 640, 32, 32}};
 constexpr int kGnGroups = 32;
@@ -272,7 +272,10 @@ void register_peer_benchmarks() {
         }
   // Channel ops: op/impl/layout/NxCxHxW/threads:T, as bench_channels.cpp (group_norm32 is
   // GroupNorm with 32 groups).
-  const struct { peers::op_kind op; const char* name; } channel_ops[] = {
+  const struct {
+    peers::op_kind op;
+    const char* name;
+  } channel_ops[] = {
       {peers::op_kind::batch_norm_inference, "batch_norm_inference"},
       {peers::op_kind::batch_norm_training, "batch_norm_training"},
       {peers::op_kind::group_norm, "group_norm32"},
@@ -289,8 +292,8 @@ void register_peer_benchmarks() {
                                std::to_string(sh.n) + "x" + std::to_string(sh.c) + "x" +
                                std::to_string(sh.h) + "x" + std::to_string(sh.w);
             name += "/threads:" + std::to_string(t);
-            benchmark::RegisterBenchmark(name.c_str(), bench_peer_channels, &peer, o.op, lay, sh,
-                                         t, name)
+            benchmark::RegisterBenchmark(name.c_str(), bench_peer_channels, &peer, o.op, lay, sh, t,
+                                         name)
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
           }

@@ -36,10 +36,11 @@ class onednn_op final : public peer_op {
   bool init(std::string* why) try {
     omp_set_num_threads(threads_);  // oneDNN sizes its work split at creation as well
     const bool rows = p_.lay == layout::rows;
-    const memory::dims dims = rows ? memory::dims{p_.n, p_.c} : memory::dims{p_.n, p_.c, p_.h, p_.w};
-    const memory::format_tag tag = rows ? memory::format_tag::ab
-                                        : p_.lay == layout::nchw ? memory::format_tag::nchw
-                                                                 : memory::format_tag::nhwc;
+    const memory::dims dims =
+        rows ? memory::dims{p_.n, p_.c} : memory::dims{p_.n, p_.c, p_.h, p_.w};
+    const memory::format_tag tag = rows                     ? memory::format_tag::ab
+                                   : p_.lay == layout::nchw ? memory::format_tag::nchw
+                                                            : memory::format_tag::nhwc;
     const memory::desc data_md(dims, memory::data_type::f32, tag);
     const memory::desc chan_md({p_.c}, memory::data_type::f32, memory::format_tag::a);
     auto* x = const_cast<float*>(b_.x);

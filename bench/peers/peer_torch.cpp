@@ -151,15 +151,13 @@ class torch_op final : public peer_op {
       case op_kind::batch_norm_training:
         out_ = at::batch_norm(x_, g_, b_, rm_, rv_, /*training=*/true, 0.1, p_.eps, false);
         break;
-      case op_kind::group_norm:
-        out_ = at::group_norm(x_, p_.groups, g_, b_, p_.eps, false);
-        break;
+      case op_kind::group_norm: out_ = at::group_norm(x_, p_.groups, g_, b_, p_.eps, false); break;
     }
   }
 
   const float* output() override {
-    const auto fmt = p_.lay == layout::nhwc ? at::MemoryFormat::ChannelsLast
-                                            : at::MemoryFormat::Contiguous;
+    const auto fmt =
+        p_.lay == layout::nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
     if (!out_.is_contiguous(fmt)) out_ = out_.contiguous(fmt);
     return out_.data_ptr<float>();
   }
@@ -226,9 +224,8 @@ std::vector<std::pair<std::string, std::string>> torch_describe() {
   return {{"torch_version", show_config_value("TORCH_VERSION=")},
           {"torch_cpu_capability", capability()},
           {"torch_cpu_capability_forced", forced ? forced : ""},
-          {"torch_parallel_backend", at::get_parallel_info().find("OpenMP") != std::string::npos
-                                         ? "OpenMP"
-                                         : "other"},
+          {"torch_parallel_backend",
+           at::get_parallel_info().find("OpenMP") != std::string::npos ? "OpenMP" : "other"},
           {"torch_num_threads", std::to_string(at::get_num_threads())}};
 }
 

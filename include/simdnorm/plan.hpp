@@ -25,7 +25,7 @@ namespace simdnorm {
 namespace detail {
 struct plan_impl;
 struct plan_access;
-}
+}  // namespace detail
 
 /// Whether outputs are written with non-temporal (streaming) stores, which bypass the caches
 /// and skip the read-for-ownership of each output line. They pay off only when y could not
@@ -50,9 +50,10 @@ struct layer_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim; for an ONNX axis a: a >= 0 ? ndim - a : -a
   float eps = 1e-5f;        ///< finite and >= 0
   /// Keep each row's mean as a float pair hi + lo (the row is shifted by a float near its
-  /// mean, its first element or first vector, before it is summed). Costs one subtraction per element in the statistics pass and removes
-  /// the rounding error of a single-float mean, which dominates for rows with a large mean
-  /// (about 5e-4 output error at mean 1e4). Off = a single float mean.
+  /// mean, its first element or first vector, before it is summed). Costs one subtraction per
+  /// element in the statistics pass and removes the rounding error of a single-float mean, which
+  /// dominates for rows with a large mean (about 5e-4 output error at mean 1e4). Off = a single
+  /// float mean.
   bool compensated_mean = true;
   store_policy stores = store_policy::automatic;
 };
@@ -72,8 +73,8 @@ struct rms_norm_params {
 /// [N, D] with axis -1 or 1). No gamma, beta or mean; norm_args::rstd (optional) receives
 /// 1 / max(||x||_p, eps) per row.
 struct lp_norm_params {
-  int axis = -1;      ///< in [-ndim, ndim)
-  int p = 2;          ///< 1 or 2
+  int axis = -1;       ///< in [-ndim, ndim)
+  int p = 2;           ///< 1 or 2
   float eps = 1e-12f;  ///< finite and >= 0 (torch's default)
   store_policy stores = store_policy::automatic;
 };
@@ -111,8 +112,8 @@ enum class momentum_convention : int { pytorch = 0, onnx = 1 };
 /// counter and the saved mean / inverse std go in norm_args per call (see norm_args).
 struct batch_norm_params {
   channel_layout layout = channel_layout::nchw;
-  float eps = 1e-5f;      ///< finite and >= 0
-  bool training = false;  ///< batch statistics (training-mode forward) instead of running ones
+  float eps = 1e-5f;       ///< finite and >= 0
+  bool training = false;   ///< batch statistics (training-mode forward) instead of running ones
   bool fuse_relu = false;  ///< y = max(y, 0) (NaN stays NaN)
   store_policy stores = store_policy::automatic;
   // Inference only (must be null in training plans):
@@ -141,7 +142,7 @@ struct batch_norm_params {
 struct group_norm_params {
   int num_groups = 1;  ///< >= 1 and divides C
   channel_layout layout = channel_layout::nchw;
-  float eps = 1e-5f;   ///< finite and >= 0
+  float eps = 1e-5f;  ///< finite and >= 0
   bool per_group_affine = false;
   store_policy stores = store_policy::automatic;
 };
@@ -163,9 +164,9 @@ struct instance_norm_params {
 /// group (if any) innermost and dense, or the last kept group innermost and dense: this covers
 /// axes {0, 2, 3} (default), {2, 3}, {1, 2, 3}, {0}, {1}, {0, 1, 2, 3} of an NCHW tensor.
 struct mean_variance_norm_params {
-  int num_axes = 3;                    ///< 1..ndim
-  int axes[max_dims] = {0, 2, 3};      ///< distinct, each in [-ndim, ndim)
-  float eps = 1e-9f;                   ///< finite and >= 0; added to sqrt(var)
+  int num_axes = 3;                ///< 1..ndim
+  int axes[max_dims] = {0, 2, 3};  ///< distinct, each in [-ndim, ndim)
+  float eps = 1e-9f;               ///< finite and >= 0; added to sqrt(var)
   store_policy stores = store_policy::automatic;
 };
 
@@ -176,7 +177,7 @@ struct norm_args {
   float* y = nullptr;            ///< required
   const float* gamma = nullptr;  ///< optional scale over the normalized block (dense)
   const float* beta = nullptr;   ///< optional shift over the normalized block (not RMSNorm)
-  float* mean = nullptr;  ///< optional output, one float per row (rows in row-major order)
+  float* mean = nullptr;         ///< optional output, one float per row (rows in row-major order)
   /// optional output per row: 1/sqrt(var + eps) (RMSNorm: 1/rms, Lp: 1/max(norm, eps))
   float* rstd = nullptr;
   /// Scratch memory of `plan::workspace_bytes()` bytes, 64-byte aligned, for plans with more
@@ -212,7 +213,7 @@ class SIMDNORM_EXPORT plan {
   // and likewise rms_norm, lp_norm, batch_norm, group_norm, instance_norm and
   // mean_variance_norm. Each validates shapes, strides and parameters against the rules of its
   // params struct and, on success, stores the plan in *out; on error *out is left unchanged.
-#define SIMDNORM_DECLARE_PLAN_MAKER(op)                                            \
+#define SIMDNORM_DECLARE_PLAN_MAKER(op)                                                   \
   static status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
                    plan* out) noexcept;
   SIMDNORM_OP_LIST(SIMDNORM_DECLARE_PLAN_MAKER)
@@ -251,7 +252,7 @@ class SIMDNORM_EXPORT plan {
 // One-shot calls, one per op of simdnorm/op_list.h: make a plan and execute it on `exec`.
 //   status layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
 //                     const norm_args& args, executor* exec = nullptr) noexcept;
-#define SIMDNORM_DECLARE_ONE_SHOT(op)                                                        \
+#define SIMDNORM_DECLARE_ONE_SHOT(op)                                                              \
   SIMDNORM_EXPORT status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
                             const norm_args& args, executor* exec = nullptr) noexcept;
 SIMDNORM_OP_LIST(SIMDNORM_DECLARE_ONE_SHOT)

@@ -62,7 +62,7 @@ typedef enum simdnorm_isa {
   SIMDNORM_ISA_##NAME = id,
   SIMDNORM_ISA_LIST(SIMDNORM_ISA_C_ENUMERATOR)
 #undef SIMDNORM_ISA_C_ENUMERATOR
-  SIMDNORM_ISA_MAX_ENUM = 0x7FFFFFFF /**< not an ISA (see SIMDNORM_STATUS_MAX_ENUM) */
+      SIMDNORM_ISA_MAX_ENUM = 0x7FFFFFFF /**< not an ISA (see SIMDNORM_STATUS_MAX_ENUM) */
 } simdnorm_isa;
 
 /** f32 lanes of the ISA's vectors (1 for scalar); 0 when the value is not an ISA. */
@@ -102,9 +102,9 @@ SIMDNORM_EXPORT void simdnorm_reset_isa(void);
 
 /** Shape and strides of one tensor, in elements, outermost dimension first. */
 typedef struct simdnorm_tensor_desc {
-  int32_t ndim;                        /**< 1..SIMDNORM_MAX_DIMS */
-  int64_t shape[SIMDNORM_MAX_DIMS];    /**< positive */
-  int64_t strides[SIMDNORM_MAX_DIMS];  /**< non-negative, in elements */
+  int32_t ndim;                       /**< 1..SIMDNORM_MAX_DIMS */
+  int64_t shape[SIMDNORM_MAX_DIMS];   /**< positive */
+  int64_t strides[SIMDNORM_MAX_DIMS]; /**< non-negative, in elements */
 } simdnorm_tensor_desc;
 
 /** Fills *d with a dense row-major tensor of `ndim` dims. SIMDNORM_INVALID_ARGUMENT when d or
@@ -160,44 +160,43 @@ typedef enum simdnorm_momentum_convention {
 /** BatchNorm, inference (running statistics folded into the plan) or training-mode forward
  * (batch statistics; running statistics in simdnorm_norm_args). See simdnorm::batch_norm_params. */
 typedef struct simdnorm_batch_norm_params {
-  simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
-  float eps;                        /**< finite, >= 0; default 1e-5 */
-  int32_t training;                 /**< nonzero: batch statistics; default 0 */
-  int32_t fuse_relu;                /**< nonzero: y = max(y, 0); default 0 */
-  simdnorm_store_policy stores;     /**< default SIMDNORM_STORES_AUTOMATIC */
-  const float* running_mean;        /**< inference: [C], required; read while the plan is made */
-  const float* running_var;         /**< inference: [C], required, every value >= 0 */
-  const float* gamma;               /**< inference: [C] or NULL (1) */
-  const float* beta;                /**< inference: [C] or NULL (0) */
-  float momentum;                   /**< training: in [0, 1]; default 0.1 */
+  simdnorm_channel_layout layout; /**< default SIMDNORM_NCHW */
+  float eps;                      /**< finite, >= 0; default 1e-5 */
+  int32_t training;               /**< nonzero: batch statistics; default 0 */
+  int32_t fuse_relu;              /**< nonzero: y = max(y, 0); default 0 */
+  simdnorm_store_policy stores;   /**< default SIMDNORM_STORES_AUTOMATIC */
+  const float* running_mean;      /**< inference: [C], required; read while the plan is made */
+  const float* running_var;       /**< inference: [C], required, every value >= 0 */
+  const float* gamma;             /**< inference: [C] or NULL (1) */
+  const float* beta;              /**< inference: [C] or NULL (0) */
+  float momentum;                 /**< training: in [0, 1]; default 0.1 */
   simdnorm_momentum_convention convention; /**< training: default SIMDNORM_MOMENTUM_PYTORCH */
-  int32_t cumulative;               /**< training: nonzero: cumulative average (momentum=None) */
+  int32_t cumulative; /**< training: nonzero: cumulative average (momentum=None) */
 } simdnorm_batch_norm_params;
 
 /** GroupNorm (see simdnorm::group_norm_params). */
 typedef struct simdnorm_group_norm_params {
-  int32_t num_groups;               /**< >= 1 and divides C; default 1 */
-  simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
-  float eps;                        /**< default 1e-5 */
-  int32_t per_group_affine;         /**< nonzero: gamma and beta have num_groups entries */
+  int32_t num_groups;             /**< >= 1 and divides C; default 1 */
+  simdnorm_channel_layout layout; /**< default SIMDNORM_NCHW */
+  float eps;                      /**< default 1e-5 */
+  int32_t per_group_affine;       /**< nonzero: gamma and beta have num_groups entries */
   simdnorm_store_policy stores;
 } simdnorm_group_norm_params;
 
 /** InstanceNorm, ndim >= 3 (see simdnorm::instance_norm_params). */
 typedef struct simdnorm_instance_norm_params {
-  simdnorm_channel_layout layout;   /**< default SIMDNORM_NCHW */
-  float eps;                        /**< default 1e-5 */
+  simdnorm_channel_layout layout; /**< default SIMDNORM_NCHW */
+  float eps;                      /**< default 1e-5 */
   simdnorm_store_policy stores;
 } simdnorm_instance_norm_params;
 
 /** ONNX MeanVarianceNormalization (see simdnorm::mean_variance_norm_params for the axes). */
 typedef struct simdnorm_mean_variance_norm_params {
-  int32_t num_axes;                 /**< 1..ndim; default 3 */
-  int32_t axes[SIMDNORM_MAX_DIMS];  /**< distinct, each in [-ndim, ndim); default {0, 2, 3} */
-  float eps;                        /**< added to sqrt(var); default 1e-9 */
+  int32_t num_axes;                /**< 1..ndim; default 3 */
+  int32_t axes[SIMDNORM_MAX_DIMS]; /**< distinct, each in [-ndim, ndim); default {0, 2, 3} */
+  float eps;                       /**< added to sqrt(var); default 1e-9 */
   simdnorm_store_policy stores;
 } simdnorm_mean_variance_norm_params;
-
 
 /** Pointers for one run of a plan (see simdnorm::norm_args). Zero-initialize it and set what
  * you use. y may alias x exactly (in place). */
@@ -212,12 +211,13 @@ typedef struct simdnorm_norm_args {
   /* BatchNorm training only (see simdnorm::norm_args). For the channel ops gamma and beta have
    * C entries (GroupNorm per-group form: num_groups), and mean and rstd receive one float per
    * statistics group: C (BatchNorm), N * num_groups (GroupNorm), N * C (InstanceNorm). */
-  float* running_mean;           /**< [C], updated in place; optional, with running_var */
-  float* running_var;            /**< [C], updated in place */
-  int64_t* num_batches_tracked;  /**< incremented per call; required with `cumulative` */
+  float* running_mean;          /**< [C], updated in place; optional, with running_var */
+  float* running_var;           /**< [C], updated in place */
+  int64_t* num_batches_tracked; /**< incremented per call; required with `cumulative` */
 } simdnorm_norm_args;
 
-/* ---- Executors: a host thread pool runs the tasks --------------------------------------------- */
+/* ---- Executors: a host thread pool runs the tasks ---------------------------------------------
+ */
 
 /** Runs tasks [begin, end) of the current phase on the calling thread. */
 typedef void (*simdnorm_task_fn)(void* ctx, size_t begin, size_t end);
@@ -256,14 +256,14 @@ typedef struct simdnorm_plan* simdnorm_plan_t;
  *                                       const simdnorm_norm_args* args,
  *                                       const simdnorm_executor* exec);
  *       one-shot: makes a plan, executes it on exec (NULL: the default), frees it */
-#define SIMDNORM_DECLARE_C_OP(op)                                                          \
-  SIMDNORM_EXPORT simdnorm_##op##_params simdnorm_##op##_params_default(void);              \
-  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_##op(                                       \
-      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                         \
-      const simdnorm_##op##_params* params, simdnorm_plan_t* out);                          \
-  SIMDNORM_EXPORT simdnorm_status simdnorm_##op(                                            \
-      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                         \
-      const simdnorm_##op##_params* params, const simdnorm_norm_args* args,                 \
+#define SIMDNORM_DECLARE_C_OP(op)                                              \
+  SIMDNORM_EXPORT simdnorm_##op##_params simdnorm_##op##_params_default(void); \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_##op(                          \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,            \
+      const simdnorm_##op##_params* params, simdnorm_plan_t* out);             \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_##op(                               \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,            \
+      const simdnorm_##op##_params* params, const simdnorm_norm_args* args,    \
       const simdnorm_executor* exec);
 SIMDNORM_OP_LIST(SIMDNORM_DECLARE_C_OP)
 #undef SIMDNORM_DECLARE_C_OP
@@ -285,16 +285,18 @@ SIMDNORM_EXPORT size_t simdnorm_plan_row_length(simdnorm_plan_t plan);
 
 /** Runs tasks [begin, end) of `phase` on the calling thread: no allocation, no threads. Checks
  * the arguments first and writes nothing on error. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const simdnorm_norm_args* args,
-                                                  size_t phase, size_t begin, size_t end);
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan,
+                                                  const simdnorm_norm_args* args, size_t phase,
+                                                  size_t begin, size_t end);
 
 /** Runs every phase on `exec`; NULL means the library default (oneTBB in the caller's arena, or
  * serial in a build without oneTBB). Allocates the workspace when args->workspace is NULL. */
-SIMDNORM_EXPORT simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_args* args,
+SIMDNORM_EXPORT simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan,
+                                                      const simdnorm_norm_args* args,
                                                       const simdnorm_executor* exec);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* SIMDNORM_SIMDNORM_H_ */

@@ -20,7 +20,10 @@ struct tensor_desc {
   static tensor_desc contiguous(std::initializer_list<std::int64_t> dims) noexcept {
     tensor_desc d;
     for (std::int64_t v : dims) {
-      if (d.ndim == max_dims) { d.ndim = max_dims + 1; return d; }
+      if (d.ndim == max_dims) {
+        d.ndim = max_dims + 1;
+        return d;
+      }
       d.shape[d.ndim++] = v;
     }
     std::int64_t s = 1;  // the product wraps (unsigned) rather than overflow; plans report it

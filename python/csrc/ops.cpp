@@ -182,8 +182,8 @@ plan_cache& cache() {
 void check_input(const Tensor& x, const char* op) {
   TORCH_CHECK(x.device().is_cpu(), "simdnorm.", op, ": input must be a CPU tensor, got ",
               x.device());
-  TORCH_CHECK(x.scalar_type() == at::kFloat, "simdnorm.", op,
-              ": input must be float32, got ", x.scalar_type());
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "simdnorm.", op, ": input must be float32, got ",
+              x.scalar_type());
   TORCH_CHECK(x.layout() == at::kStrided, "simdnorm.", op, ": input must be a strided tensor");
   TORCH_CHECK(x.dim() <= simdnorm::max_dims, "simdnorm.", op, ": input has ", x.dim(),
               " dims, at most ", simdnorm::max_dims, " are supported");
@@ -193,9 +193,8 @@ void check_input(const Tensor& x, const char* op) {
 const float* vector_ptr(const optional<Tensor>& t, int64_t numel, const char* op,
                         const char* name) {
   if (!t.has_value() || !t->defined()) return nullptr;
-  TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "simdnorm.", op, ": ",
-              name, " must be a float32 CPU tensor, got ", t->scalar_type(), " on ",
-              t->device());
+  TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == at::kFloat, "simdnorm.", op, ": ", name,
+              " must be a float32 CPU tensor, got ", t->scalar_type(), " on ", t->device());
   TORCH_CHECK(t->is_contiguous(), "simdnorm.", op, ": ", name, " must be contiguous");
   TORCH_CHECK(t->numel() == numel, "simdnorm.", op, ": ", name, " has ", t->numel(),
               " elements, expected ", numel);
@@ -213,16 +212,15 @@ simdnorm::tensor_desc desc_of(const Tensor& t) {
 }
 
 void check_status(const simdnorm::status& s, const char* op) {
-  TORCH_CHECK(s.ok(), "simdnorm.", op, ": ", s.message(), " (",
-              simdnorm::to_string(s.code()), ")");
+  TORCH_CHECK(s.ok(), "simdnorm.", op, ": ", s.message(), " (", simdnorm::to_string(s.code()), ")");
 }
 
 // make_plan(x, y, params, &plan): simdnorm's plan maker for the op of `params`.
-#define SIMDNORM_TORCH_MAKE_PLAN(op)                                                       \
-  inline simdnorm::status make_plan(const simdnorm::tensor_desc& x,                         \
-                                    const simdnorm::tensor_desc& y,                         \
+#define SIMDNORM_TORCH_MAKE_PLAN(op)                                                            \
+  inline simdnorm::status make_plan(const simdnorm::tensor_desc& x,                             \
+                                    const simdnorm::tensor_desc& y,                             \
                                     const simdnorm::op##_params& params, simdnorm::plan* out) { \
-    return simdnorm::plan::op(x, y, params, out);                                         \
+    return simdnorm::plan::op(x, y, params, out);                                               \
   }
 SIMDNORM_OP_LIST(SIMDNORM_TORCH_MAKE_PLAN)
 #undef SIMDNORM_TORCH_MAKE_PLAN
@@ -251,8 +249,7 @@ Tensor output_like(const Tensor& x) { return at::empty_like(x); }
 
 // ---- operators ------------------------------------------------------------------------------
 
-int64_t check_normalized_shape(const Tensor& x, at::IntArrayRef normalized_shape,
-                               const char* op) {
+int64_t check_normalized_shape(const Tensor& x, at::IntArrayRef normalized_shape, const char* op) {
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   TORCH_CHECK(k >= 1 && k <= x.dim(), "simdnorm.", op, ": normalized_shape has ", k,
               " dims, input has ", x.dim());
@@ -299,14 +296,14 @@ Tensor row_norm(op_id id, const char* op, const Tensor& x, at::IntArrayRef norma
   return run_plain(id, op, x, params, params.normalized_ndim, weight, bias, row);
 }
 
-Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape,
-                  const optional<Tensor>& weight, const optional<Tensor>& bias, double eps) {
-  return row_norm<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm", x,
-                                               normalized_shape, weight, bias, eps);
+Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optional<Tensor>& weight,
+                  const optional<Tensor>& bias, double eps) {
+  return row_norm<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm", x, normalized_shape,
+                                               weight, bias, eps);
 }
 
-Tensor rms_norm(const Tensor& x, at::IntArrayRef normalized_shape,
-                const optional<Tensor>& weight, double eps) {
+Tensor rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optional<Tensor>& weight,
+                double eps) {
   return row_norm<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm", x, normalized_shape,
                                              weight, c10::nullopt, eps);
 }
@@ -342,10 +339,10 @@ void bump_version(const Tensor& t) {
 
 void check_mutable(const optional<Tensor>& t, const char* op, const char* name) {
   if (!t.has_value() || !t->defined()) return;
-  TORCH_CHECK(t->unsafeGetTensorImpl()->version_counter().enabled() ||
-                  c10::InferenceMode::is_enabled(),
-              "simdnorm.", op, ": ", name,
-              " is an inference tensor; it cannot be updated outside InferenceMode");
+  TORCH_CHECK(
+      t->unsafeGetTensorImpl()->version_counter().enabled() || c10::InferenceMode::is_enabled(),
+      "simdnorm.", op, ": ", name,
+      " is an inference tensor; it cannot be updated outside InferenceMode");
 }
 
 Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias,
@@ -380,8 +377,14 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
     params.beta = beta;
     const float* folded_ptrs[4] = {rm, rv, gamma, beta};
     std::string key = key_builder(op_id::batch_norm)
-                          .add(xd).add(yd).add(int64_t{0}).add(params.eps)
-                          .add(rm).add(rv).add(gamma).add(beta)
+                          .add(xd)
+                          .add(yd)
+                          .add(int64_t{0})
+                          .add(params.eps)
+                          .add(rm)
+                          .add(rv)
+                          .add(gamma)
+                          .add(beta)
                           .take();
     simdnorm::plan plan = cache().get(
         key,
@@ -401,8 +404,8 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   int64_t* nbt = nullptr;
   if (num_batches_tracked.has_value() && num_batches_tracked->defined()) {
     const Tensor& t = *num_batches_tracked;
-    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kLong && t.numel() == 1,
-                "simdnorm.", op, ": num_batches_tracked must be a one-element int64 CPU tensor");
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == at::kLong && t.numel() == 1, "simdnorm.",
+                op, ": num_batches_tracked must be a one-element int64 CPU tensor");
     nbt = t.data_ptr<int64_t>();
   }
   TORCH_CHECK(!(cumulative && rm != nullptr && nbt == nullptr), "simdnorm.", op,
@@ -411,13 +414,15 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   check_mutable(running_var, op, "running_var");
   check_mutable(num_batches_tracked, op, "num_batches_tracked");
   std::string key = key_builder(op_id::batch_norm)
-                        .add(xd).add(yd).add(int64_t{1}).add(params.eps)
-                        .add(params.momentum).add(int64_t{cumulative})
+                        .add(xd)
+                        .add(yd)
+                        .add(int64_t{1})
+                        .add(params.eps)
+                        .add(params.momentum)
+                        .add(int64_t{cumulative})
                         .take();
   simdnorm::plan plan = cache().get(
-      key,
-      [&] { return make_entry(xd, yd, params, op); },
-      always_valid);
+      key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
   args.gamma = gamma;
   args.beta = beta;
   if (rm != nullptr) {
@@ -447,8 +452,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& w
   return run_plain(op_id::group_norm, op, x, params, num_groups, weight, bias, c);
 }
 
-Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight,
-                     const optional<Tensor>& bias, double eps) {
+Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias,
+                     double eps) {
   constexpr const char* op = "instance_norm";
   check_input(x, op);
   const int64_t c = channels_of(x, op);
@@ -516,17 +521,22 @@ Tensor instance_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
 }  // namespace simdnorm_torch
 
 TORCH_LIBRARY(simdnorm, m) {
-  m.def("layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
-        "Tensor? bias=None, float eps=1e-05) -> Tensor");
-  m.def("rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
-        "float eps=1e-06) -> Tensor");
-  m.def("batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
-        "Tensor(b!)? running_var, Tensor(c!)? num_batches_tracked, bool training, "
-        "float momentum=0.1, bool cumulative=False, float eps=1e-05) -> Tensor");
-  m.def("group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
-        "float eps=1e-05) -> Tensor");
-  m.def("instance_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, "
-        "float eps=1e-05) -> Tensor");
+  m.def(
+      "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
+      "Tensor? bias=None, float eps=1e-05) -> Tensor");
+  m.def(
+      "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
+      "float eps=1e-06) -> Tensor");
+  m.def(
+      "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
+      "Tensor(b!)? running_var, Tensor(c!)? num_batches_tracked, bool training, "
+      "float momentum=0.1, bool cumulative=False, float eps=1e-05) -> Tensor");
+  m.def(
+      "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> Tensor");
+  m.def(
+      "instance_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
@@ -547,12 +557,15 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "simdnorm PyTorch operators (torch.ops.simdnorm) and their plan cache";
-  m.def("cache_info", [] { return simdnorm_torch::cache().info(); },
-        "Plan cache size, capacity, hits, misses and stale (refolded BatchNorm) entries.");
-  m.def("clear_cache", [] { simdnorm_torch::cache().clear(); }, "Drops every cached plan.");
-  m.def("set_cache_capacity", [](int64_t n) { simdnorm_torch::cache().set_capacity(n); },
-        "Maximum number of cached plans (0 disables the cache).");
-  m.def("kernel_isa", [] {
-    return std::string(simdnorm::isa_name(simdnorm::active_isa()));
-  }, "The ISA whose kernels new plans use.");
+  m.def(
+      "cache_info", [] { return simdnorm_torch::cache().info(); },
+      "Plan cache size, capacity, hits, misses and stale (refolded BatchNorm) entries.");
+  m.def(
+      "clear_cache", [] { simdnorm_torch::cache().clear(); }, "Drops every cached plan.");
+  m.def(
+      "set_cache_capacity", [](int64_t n) { simdnorm_torch::cache().set_capacity(n); },
+      "Maximum number of cached plans (0 disables the cache).");
+  m.def(
+      "kernel_isa", [] { return std::string(simdnorm::isa_name(simdnorm::active_isa())); },
+      "The ISA whose kernels new plans use.");
 }

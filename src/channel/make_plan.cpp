@@ -50,7 +50,8 @@ status channel_norm_plan::check_args(const norm_args& a) const noexcept {
     if (a.running_mean || a.running_var || a.num_batches_tracked)
       return status::error(status_code::invalid_argument,
                            "%s: args.running_mean, running_var and num_batches_tracked are "
-                           "BatchNorm training arguments", name);
+                           "BatchNorm training arguments",
+                           name);
     if (op == ch_op::mean_variance_norm && (a.gamma || a.beta || a.mean || a.rstd))
       return status::error(status_code::invalid_argument,
                            "mean_variance_norm: no gamma, beta, mean or rstd (x and y only)");
@@ -70,10 +71,11 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
     return status::error(status_code::unsupported_layout,
                          "%s: unsupported strides: the reduced dims must merge into a dense "
                          "innermost run (plus at most one strided run), or the channels must be "
-                         "dense with the other dims merging into one strided run of rows", name);
+                         "dense with the other dims merging into one strided run of rows",
+                         name);
   if (!elements_disjoint(y))
-    return status::error(status_code::unsupported_layout,
-                         "%s: y's strides make elements overlap", name);
+    return status::error(status_code::unsupported_layout, "%s: y's strides make elements overlap",
+                         name);
   p->same_strides = true;
   for (int i = 0; i < x.ndim; ++i)
     if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_strides = false;

@@ -98,8 +98,8 @@ void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::si
     const float* xs[kBlock];
     for (std::size_t r = 0; r < n; ++r) xs[r] = unit_x(a, q0 + r);
     moments_f64 m[kBlock];
-    kernels->segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg),
-                             std::size_t(g.len), m);
+    kernels->segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg), std::size_t(g.len),
+                             m);
     unit_stats st[kBlock];
     for (std::size_t r = 0; r < n; ++r) {
       st[r] = finish(m[r]);

@@ -50,9 +50,9 @@ void schedule_columns(channel_norm_plan& p) {
   const channel_geometry& g = p.g;
   const std::size_t B = std::size_t(g.B), R = std::size_t(g.R), C = std::size_t(g.C);
   // splits of at least one statistics chunk, enough of them to feed the threads
-  p.splits = std::max<std::size_t>(1, std::min({R / kKernelColumnChunkRows, kMaxColumnSplits,
-                                                ceil_div(kMaxColumnSplits, B),
-                                                R * C / kTaskElements}));
+  p.splits =
+      std::max<std::size_t>(1, std::min({R / kKernelColumnChunkRows, kMaxColumnSplits,
+                                         ceil_div(kMaxColumnSplits, B), R * C / kTaskElements}));
   const std::size_t G = std::size_t(g.group);
   p.chan_block = G * std::max<std::size_t>(1, kColumnFinishMoments / (p.splits * G));
   p.rows_per_task = std::max<std::size_t>(1, kTaskElements / C);
@@ -111,8 +111,10 @@ void schedule(channel_norm_plan& p) {
     schedule_inference(p);
     return;
   }
-  if (p.g.columns) schedule_columns(p);
-  else schedule_planes(p);
+  if (p.g.columns)
+    schedule_columns(p);
+  else
+    schedule_planes(p);
   if (p.op == ch_op::bn_training) p.phases.push_back({phase_kind::bookkeeping, 1});
 }
 

@@ -53,8 +53,8 @@ inline unit_stats unit_stats_of(const moments_f64& m, std::size_t n, float eps,
   const double var = m.m2 / double(n);
   unit_stats s;
   s.mean = m.mean;
-  s.rstd = eps_outside_sqrt ? 1.0 / (std::sqrt(var) + double(eps))
-                            : 1.0 / std::sqrt(var + double(eps));
+  s.rstd =
+      eps_outside_sqrt ? 1.0 / (std::sqrt(var) + double(eps)) : 1.0 / std::sqrt(var + double(eps));
   return s;
 }
 
@@ -84,8 +84,10 @@ inline void update_running(const running_rule& r, const std::int64_t* num_batche
   const bool pytorch = r.convention == momentum_convention::pytorch;
   const double n = double(n_values);
   double w_new;
-  if (r.cumulative) w_new = 1.0 / (double(*num_batches_tracked) + 1.0);
-  else w_new = pytorch ? r.momentum : 1.0 - r.momentum;
+  if (r.cumulative)
+    w_new = 1.0 / (double(*num_batches_tracked) + 1.0);
+  else
+    w_new = pytorch ? r.momentum : 1.0 - r.momentum;
   const double w_old = r.cumulative ? 1.0 - w_new : pytorch ? 1.0 - r.momentum : r.momentum;
   const double var = pytorch ? m.m2 / (n - 1.0) : m.m2 / n;
   *running_mean = float(w_old * double(*running_mean) + w_new * mean);

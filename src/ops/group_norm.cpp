@@ -42,8 +42,8 @@ status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
   // InstanceNorm is GroupNorm with one channel per group.
   const int ca = params.layout == channel_layout::nchw ? 1 : x.ndim - 1;
   const std::int64_t C = x.ndim >= 2 && x.ndim <= max_dims ? x.shape[ca] : 1;
-  return detail::channel::make_group_norm(x, y, params.layout, C, false, params.eps,
-                                          params.stores, 3, "instance_norm", out);
+  return detail::channel::make_group_norm(x, y, params.layout, C, false, params.eps, params.stores,
+                                          3, "instance_norm", out);
 }
 
 }  // namespace simdnorm

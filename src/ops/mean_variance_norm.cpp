@@ -39,7 +39,6 @@ status make_mvn(const tensor_desc& x, const tensor_desc& y, const mean_variance_
   return make_channel_plan(x, y, std::move(p), kd, nk, kept, 1, out);
 }
 
-
 }  // namespace
 }  // namespace detail::channel
 

@@ -89,20 +89,17 @@ const std::vector<op_case>& cases() {
     op_case* c;
     // Row ops: 4 tasks of long rows; 4 tasks of short rows (the lane-parallel statistics).
     c = add("layer_norm long rows", tensor_desc::contiguous({96, 640}),
-            [](const tensor_desc& d, plan* p) {
-      return plan::layer_norm(d, d, {}, p);
-    });
+            [](const tensor_desc& d, plan* p) { return plan::layer_norm(d, d, {}, p); });
     c->affine = 640, c->beta = true, c->stats = 96, c->rstd = 96;
     c = add("layer_norm short rows", tensor_desc::contiguous({1024, 64}),
             [](const tensor_desc& d, plan* p) {
-      simdnorm::layer_norm_params prm;
-      prm.compensated_mean = false;
-      return plan::layer_norm(d, d, prm, p);
-    });
+              simdnorm::layer_norm_params prm;
+              prm.compensated_mean = false;
+              return plan::layer_norm(d, d, prm, p);
+            });
     c->affine = 64, c->beta = true, c->stats = 1024, c->rstd = 1024;
-    c = add("rms_norm", tensor_desc::contiguous({96, 640}), [](const tensor_desc& d, plan* p) {
-      return plan::rms_norm(d, d, {}, p);
-    });
+    c = add("rms_norm", tensor_desc::contiguous({96, 640}),
+            [](const tensor_desc& d, plan* p) { return plan::rms_norm(d, d, {}, p); });
     c->affine = 640, c->rstd = 96;
     c = add("lp_norm p=1", tensor_desc::contiguous({96, 640}), [](const tensor_desc& d, plan* p) {
       simdnorm::lp_norm_params prm;
@@ -110,9 +107,8 @@ const std::vector<op_case>& cases() {
       return plan::lp_norm(d, d, prm, p);
     });
     c->rstd = 96;
-    c = add("lp_norm p=2", tensor_desc::contiguous({512, 100}), [](const tensor_desc& d, plan* p) {
-      return plan::lp_norm(d, d, {}, p);
-    });
+    c = add("lp_norm p=2", tensor_desc::contiguous({512, 100}),
+            [](const tensor_desc& d, plan* p) { return plan::lp_norm(d, d, {}, p); });
     c->rstd = 512;
     // BatchNorm inference: 64 planes of 576, 3 tasks.
     add("batch_norm inference nchw", tensor_desc::contiguous({4, 16, 24, 24}),
@@ -148,10 +144,10 @@ const std::vector<op_case>& cases() {
     c->affine = 48, c->beta = true, c->stats = 48, c->rstd = 48, c->running = 48, c->counter = true;
     c = add("group_norm nchw", tensor_desc::contiguous({4, 32, 16, 16}),
             [](const tensor_desc& d, plan* p) {
-      simdnorm::group_norm_params prm;
-      prm.num_groups = 8;
-      return plan::group_norm(d, d, prm, p);
-    });
+              simdnorm::group_norm_params prm;
+              prm.num_groups = 8;
+              return plan::group_norm(d, d, prm, p);
+            });
     c->affine = 32, c->beta = true, c->stats = 32, c->rstd = 32;
     c = add("instance_norm nhwc", tensor_desc::contiguous({2, 12, 12, 64}),
             [](const tensor_desc& d, plan* p) {
@@ -505,8 +501,9 @@ TEST_CASE("concurrency: the default executor and a host pool at once") {
     workspace ws;
     // Threads 0 and 1 on the default executor, 2 and 3 on the shared pool, 4 on a thread per
     // chunk; the pool's tasks are run by its own workers while the default executor runs.
-    simdnorm::executor* exec = t < 2 ? &simdnorm::default_executor()
-                                     : t < 4 ? static_cast<simdnorm::executor*>(&pool) : &spawner;
+    simdnorm::executor* exec = t < 2   ? &simdnorm::default_executor()
+                               : t < 4 ? static_cast<simdnorm::executor*>(&pool)
+                                       : &spawner;
     for (int iter = 0; iter < 3; ++iter)
       for (std::size_t k = 0; k < plans.size(); ++k)
         run_and_check(plans[k], k, bufs[k], 0, exec, 0, ws, f, t < 2 ? "default" : "host");
@@ -568,8 +565,8 @@ TEST_CASE("concurrency: force_isa and reset_isa while other threads make and run
           std::lock_guard<std::mutex> lock(seen_m);
           seen.insert(p.kernel_isa());
         }
-        run_and_check(p, k, bufs[k], int((iter + t) % 2), &simdnorm::serial_executor(), 3, ws,
-                      f, "made during switching");
+        run_and_check(p, k, bufs[k], int((iter + t) % 2), &simdnorm::serial_executor(), 3, ws, f,
+                      "made during switching");
       }
     makers_left.fetch_sub(1);
   });

@@ -1316,8 +1316,9 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   const fuzzref::result ref = fuzzref::compute(md, xl);
   auto print_unit = [&](std::int64_t unit) {
     const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
-    std::fprintf(stderr, "unit %lld: n %g mean %.17g var %.17g rstd %.17g; values:",
-                 (long long)unit, q.n, q.mean, q.var, q.rstd);
+    std::fprintf(stderr,
+                 "unit %lld: n %g mean %.17g var %.17g rstd %.17g; values:", (long long)unit, q.n,
+                 q.mean, q.var, q.rstd);
     for (std::int64_t j = 0, shown = 0; j < numel && shown < 32; ++j)
       if (md.unit_of[std::size_t(j)] == unit) {
         std::fprintf(stderr, " %a", double(xl[std::size_t(j)]));

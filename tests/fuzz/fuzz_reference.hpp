@@ -87,9 +87,9 @@ struct expectation {
 /// An op reduced to units: the harness fills it from the op, its parameters and the shape.
 struct model {
   family fam = family::centered;
-  bool compensated = true;  ///< LayerNorm's compensated_mean (p = 0 when false)
-  bool relu = false;        ///< BatchNorm fuse_relu
-  bool folds_scale = false; ///< the kernel multiplies by one float rstd * gamma (channel ops)
+  bool compensated = true;   ///< LayerNorm's compensated_mean (p = 0 when false)
+  bool relu = false;         ///< BatchNorm fuse_relu
+  bool folds_scale = false;  ///< the kernel multiplies by one float rstd * gamma (channel ops)
   double eps = 0;
   std::size_t units = 0;
   std::vector<std::int64_t> unit_of;  ///< per logical element
@@ -195,8 +195,8 @@ inline result compute(const model& m, const std::vector<float>& x) {
         continue;
       const double a = g / std::sqrt(rv + e), s = b - rm * a;
       if (!std::isfinite(a) || !std::isfinite(s) || std::fabs(a) > 0x1p100 ||
-          (a != 0 && std::fabs(a) < 0x1p-126) ||
-          std::fabs(s) > 0x1p120 || std::fabs(xv * a) > 0x1p120)
+          (a != 0 && std::fabs(a) < 0x1p-126) || std::fabs(s) > 0x1p120 ||
+          std::fabs(xv * a) > 0x1p120)
         continue;
       double y = xv * a + s;
       if (m.relu) y = std::max(y, 0.0);

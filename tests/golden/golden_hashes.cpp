@@ -60,17 +60,18 @@ void fail_if(const simdnorm::status& s, const std::string& name) {
 }
 
 void rows(results& out) {
-  const std::size_t cols_list[] = {1, 3, 7, 15, 16, 17, 31, 33, 64, 100, 128, 200, 256,
-                                   768, 1000, 1024, 4097, 16384};
+  const std::size_t cols_list[] = {1,   3,   7,   15,  16,  17,   31,   33,   64,
+                                   100, 128, 200, 256, 768, 1000, 1024, 4097, 16384};
   for (std::size_t cols : cols_list)
     for (int variant = 0; variant < 4; ++variant) {
       const std::size_t n_rows = cols >= 4096 ? 3 : 37;
       const bool stream = variant & 1, large_mean = variant & 2;
       const auto shape = tensor_desc::contiguous({std::int64_t(n_rows), std::int64_t(cols)});
-      const std::vector<float> x = data(n_rows * cols, std::uint32_t(cols * 8 + variant),
-                                        large_mean ? 1e4 : 0.5, 2.0);
+      const std::vector<float> x =
+          data(n_rows * cols, std::uint32_t(cols * 8 + variant), large_mean ? 1e4 : 0.5, 2.0);
       const std::vector<float> g = data(cols, 7, 1.0, 0.3), b = data(cols, 8, 0.0, 1.0);
-      const auto store = stream ? simdnorm::store_policy::streaming : simdnorm::store_policy::regular;
+      const auto store =
+          stream ? simdnorm::store_policy::streaming : simdnorm::store_policy::regular;
       for (int op = 0; op < 3; ++op) {
         std::vector<float> y(x.size()), mean(n_rows), rstd(n_rows);
         simdnorm::norm_args a;
@@ -114,7 +115,8 @@ void channels(results& out) {
       for (bool nhwc : {false, true}) {
         const std::int64_t N = S == 1 ? 5 : 2;
         ++v;
-        const auto shape = nhwc ? tensor_desc::contiguous({N, S, C}) : tensor_desc::contiguous({N, C, S});
+        const auto shape =
+            nhwc ? tensor_desc::contiguous({N, S, C}) : tensor_desc::contiguous({N, C, S});
         const std::size_t n = std::size_t(N * C * S), c = std::size_t(C);
         const std::size_t units = std::size_t(N) * c;
         const std::vector<float> x = data(n, std::uint32_t(v), v % 3 == 0 ? 1e3 : 0.0, 1.5);
@@ -122,7 +124,8 @@ void channels(results& out) {
         const std::string tag = std::string(nhwc ? "/nhwc" : "/nchw") + "/C" + std::to_string(C) +
                                 "/S" + std::to_string(S);
         const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
-        const auto store = v % 2 ? simdnorm::store_policy::streaming : simdnorm::store_policy::regular;
+        const auto store =
+            v % 2 ? simdnorm::store_policy::streaming : simdnorm::store_policy::regular;
         for (bool training : {false, true}) {
           std::vector<float> y(n), mean(c), rstd(c);
           std::vector<float> rm = data(c, 13, 0.0, 1.0), rv(c);
@@ -150,7 +153,8 @@ void channels(results& out) {
             p.gamma = g.data();
             p.beta = b.data();
           }
-          const std::string name = std::string(training ? "batch_norm_training" : "batch_norm") + tag;
+          const std::string name =
+              std::string(training ? "batch_norm_training" : "batch_norm") + tag;
           fail_if(simdnorm::batch_norm(shape, shape, p, a), name);
           fnv1a h;
           h.add(y);
@@ -183,8 +187,8 @@ void channels(results& out) {
           out[name] = h.h;
         }
         if (S > 1) {
-          const auto shape4 = nhwc ? tensor_desc::contiguous({N, S, 1, C})
-                                   : tensor_desc::contiguous({N, C, S, 1});
+          const auto shape4 =
+              nhwc ? tensor_desc::contiguous({N, S, 1, C}) : tensor_desc::contiguous({N, C, S, 1});
           std::vector<float> y(n), mean(units), rstd(mean.size());
           simdnorm::instance_norm_params p;
           p.layout = layout;
@@ -240,7 +244,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, results> got = run_all();
   if (argc == 1) {
     for (const auto& [isa, r] : got)
-      for (const auto& [name, h] : r) std::printf("%s %s %016" PRIx64 "\n", isa.c_str(), name.c_str(), h);
+      for (const auto& [name, h] : r)
+        std::printf("%s %s %016" PRIx64 "\n", isa.c_str(), name.c_str(), h);
     return 0;
   }
   if (argc != 3 || std::strcmp(argv[1], "--check") != 0) {

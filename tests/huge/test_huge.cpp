@@ -46,9 +46,9 @@ bool close_ulps(double got, double want, double ulps) {
   return std::fabs(got - want) <= ulps * std::ldexp(std::fabs(want), -23);
 }
 
-#define CHECK_ULPS(got, want, ulps)                                                      \
-  CHECK_MESSAGE(close_ulps(double(got), double(want), ulps),                             \
-                #got << " = " << double(got) << ", closed form " << double(want) << " ("  \
+#define CHECK_ULPS(got, want, ulps)                                                             \
+  CHECK_MESSAGE(close_ulps(double(got), double(want), ulps),                                    \
+                #got << " = " << double(got) << ", closed form " << double(want) << " ("        \
                      << (double(got) - double(want)) / std::ldexp(std::fabs(double(want)), -23) \
                      << " ulp)")
 
@@ -125,8 +125,8 @@ void batch_norm_huge_channel(simdnorm::channel_layout layout) {
   };
   const double b[2] = {512.0, -2048.0};
   for (std::int64_t c = 0; c < C; ++c) x[index(N - 1, c, H - 1, W - 1)] = float(b[c]);
-  const tensor_desc d = nhwc ? tensor_desc::contiguous({N, H, W, C})
-                             : tensor_desc::contiguous({N, C, H, W});
+  const tensor_desc d =
+      nhwc ? tensor_desc::contiguous({N, H, W, C}) : tensor_desc::contiguous({N, C, H, W});
   simdnorm::batch_norm_params prm;
   prm.layout = layout;
   prm.training = true;
@@ -162,8 +162,8 @@ void batch_norm_huge_channel(simdnorm::channel_layout layout) {
     CHECK_ULPS(y[index(N - 1, c, H - 1, W - 2)], -sign / std::sqrt(dm - 1), 8);
     CHECK_ULPS(y[index(N - 1, c, H - 1, W - 1)], sign * std::sqrt(dm - 1), 8);
   }
-  MESSAGE((nhwc ? "nhwc" : "nchw") << " channels of " << m << " values: " << seconds_since(t0)
-                                   << " s");
+  MESSAGE((nhwc ? "nhwc" : "nchw")
+          << " channels of " << m << " values: " << seconds_since(t0) << " s");
 }
 
 TEST_CASE("huge: BatchNorm training with channels of more than 2^24 values, NCHW") {
@@ -187,7 +187,7 @@ inline float huge_input(std::int64_t r, std::int64_t j, std::int64_t cols) {
 
 TEST_CASE("huge: LayerNorm and RMSNorm over a tensor of more than 2^31 floats") {
   const std::int64_t cols = 4096, rows = k2p31 / cols + 1;  // the last row lies past 2^31
-  const std::size_t total = std::size_t(rows * cols);        // 2^31 + 4096 floats, 8 GiB
+  const std::size_t total = std::size_t(rows * cols);       // 2^31 + 4096 floats, 8 GiB
   const double free_bytes = double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   if (free_bytes < 12.0 * (1 << 30)) {
     MESSAGE("skipped: " << free_bytes / (1 << 30) << " GiB of memory free, the test needs 12");

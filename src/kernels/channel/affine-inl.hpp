@@ -35,13 +35,13 @@ template <class V, bool Stream, class FV, class F1>
 SIMDNORM_ALWAYS_INLINE void map_row(const float* x, float* y, std::size_t n, FV fv, F1 f1) {
   constexpr std::size_t W = V::size;
   if constexpr (Stream) {  // large data: also prefetch x a few KiB ahead, as memcpy does
-    store_row<V, true>(y, n,
-                       [&](std::size_t i) {
-                         if (i % kLineFloats == 0)
-                           __builtin_prefetch(x + i + kStreamPrefetch, 0, 3);
-                         return fv(io::load<V>(x + i), i);
-                       },
-                       [&](std::size_t i) { return f1(io::load1(x + i), i); });
+    store_row<V, true>(
+        y, n,
+        [&](std::size_t i) {
+          if (i % kLineFloats == 0) __builtin_prefetch(x + i + kStreamPrefetch, 0, 3);
+          return fv(io::load<V>(x + i), i);
+        },
+        [&](std::size_t i) { return f1(io::load1(x + i), i); });
     return;
   }
   if (n < W) {
@@ -67,14 +67,20 @@ SIMDNORM_ALWAYS_INLINE void map_row(const float* x, float* y, std::size_t n, FV 
 /// Run-time flags to template instances: K::run<V, Center, Relu, Stream>(job).
 template <class K, class V, bool Center, bool Relu, class Job>
 void dispatch_stream(const Job& j) {
-  if (j.stream) K::template run<V, Center, Relu, true>(j);
-  else K::template run<V, Center, Relu, false>(j);
+  if (j.stream)
+    K::template run<V, Center, Relu, true>(j);
+  else
+    K::template run<V, Center, Relu, false>(j);
 }
 
 template <class K, class V, class Job>
 void dispatch_affine(const Job& j) {
-  if (j.center && j.relu) dispatch_stream<K, V, true, true>(j);
-  else if (j.center) dispatch_stream<K, V, true, false>(j);
-  else if (j.relu) dispatch_stream<K, V, false, true>(j);
-  else dispatch_stream<K, V, false, false>(j);
+  if (j.center && j.relu)
+    dispatch_stream<K, V, true, true>(j);
+  else if (j.center)
+    dispatch_stream<K, V, true, false>(j);
+  else if (j.relu)
+    dispatch_stream<K, V, false, true>(j);
+  else
+    dispatch_stream<K, V, false, false>(j);
 }

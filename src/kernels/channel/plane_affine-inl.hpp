@@ -43,8 +43,10 @@ void flat_planes_affine(const float* x, float* y, std::size_t count, std::size_t
     if constexpr (Center) v = v - c;
     v = fma(v, a, b);
     if constexpr (Relu) v = relu_max(v);
-    if constexpr (Stream) io::stream(y + i, v);
-    else io::store(y + i, v);
+    if constexpr (Stream)
+      io::stream(y + i, v);
+    else
+      io::store(y + i, v);
   }
   for (; i < n; ++i) {
     if (i >= next) ++p, next += len;

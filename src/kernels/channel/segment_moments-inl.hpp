@@ -96,7 +96,8 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
   const chunk_walk cw(count, len);
   double mean[R] = {}, m2[R] = {};  // set by the first chunk
   float p[R];
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) p[r] = io::load1(x[r]);
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < R; ++r) p[r] = io::load1(x[r]);
   double n_done = 0;
   for (std::size_t j = 0; j < cw.chunks; ++j) {
     std::size_t k0, k1, off, piece;
@@ -107,7 +108,8 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
     if (j + 1 < cw.chunks) {
       std::size_t nk0, nk1, noff, npiece;
       cw.span(j + 1, nk0, nk1, noff, npiece);
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r)
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < R; ++r)
         pf[r] = {x[r] + std::ptrdiff_t(nk0) * stride + std::ptrdiff_t(noff), stride, nk1 - nk0,
                  npiece, 0};
     }
@@ -115,31 +117,37 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
     // Pass A: sum of (x - p); a segment's vectors go round-robin to 4 accumulators.
     V a[R][4];
     float ts[R];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
       a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
       ts[r] = 0.f;
     }
-    for (std::size_t k = k0; k < k1; ++k)
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    for (std::size_t k = k0; k < k1; ++k) {
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < R; ++r) {
         const V vp(p[r]);
         walk_segment<V>(
             x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vp,
             [&](std::size_t j, const V& v) { a[r][j] += v - vp; },
             [&](float v) { ts[r] += v - p[r]; });
       }
+    }
     float s[R], center[R];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
       s[r] = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
       center[r] = p[r] + float(double(s[r]) / n_chunk);
     }
 
     // Pass B: sum of (x - center)^2, from L1; the next chunk is requested meanwhile.
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
       a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
       ts[r] = 0.f;
     }
-    for (std::size_t k = k0; k < k1; ++k)
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    for (std::size_t k = k0; k < k1; ++k) {
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < R; ++r) {
         const V vc(center[r]);
         walk_segment<V>(
             x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vc,
@@ -150,8 +158,10 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
             },
             [&](float v) { ts[r] += (v - center[r]) * (v - center[r]); });
       }
+    }
     const chan_weights w{n_done, n_chunk};
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
       const float q = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
       double cm, cm2;
       chunk_moments(p[r], s[r], center[r], q, n_chunk, cm, cm2);
@@ -159,7 +169,8 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
     }
     n_done += n_chunk;
   }
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
 /// Moments of `units` units, unit u at x[u]: 4 at a time, then one by one (same bits).

@@ -54,11 +54,13 @@ SIMDNORM_COLD double scaled_sum_squares(const float* x, std::size_t len, float c
   const V vc(center), vs(scale);
   V q[4] = {V(0.f), V(0.f), V(0.f), V(0.f)};
   std::size_t i = 0;
-  for (; i + 4 * W <= len; i += 4 * W)
-    SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+  for (; i + 4 * W <= len; i += 4 * W) {
+    SIMDNORM_UNROLL
+    for (std::size_t k = 0; k < 4; ++k) {
       const V d = (io::load<V>(x + i + k * W) - vc) * vs;
       q[k] = fma(d, d, q[k]);
     }
+  }
   for (; i + W <= len; i += W) {
     const V d = (io::load<V>(x + i) - vc) * vs;
     q[0] = fma(d, d, q[0]);
@@ -75,8 +77,7 @@ SIMDNORM_COLD double scaled_sum_squares(const float* x, std::size_t len, float c
 /// Pass B's sum of squares around center, in double: the float sum q, or, where q overflowed
 /// (q is a sum of squares: only +Inf exceeds FLT_MAX, NaN does not), the scaled pass.
 template <class V>
-SIMDNORM_ALWAYS_INLINE double pass_b_sum(float q, const float* x, std::size_t len,
-                                         float center) {
+SIMDNORM_ALWAYS_INLINE double pass_b_sum(float q, const float* x, std::size_t len, float center) {
   if (q > FLT_MAX) return scaled_sum_squares<V>(x, len, center, kDownScale);
   return double(q);
 }

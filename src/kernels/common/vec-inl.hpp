@@ -17,13 +17,22 @@ constexpr std::size_t stream_alignment() {
 template <class V>
 inline void store_stream(float* p, const V& v) {
 #if defined(__AVX512F__)
-  if constexpr (V::size == 16) { _mm512_stream_ps(p, v); return; }
+  if constexpr (V::size == 16) {
+    _mm512_stream_ps(p, v);
+    return;
+  }
 #endif
 #if defined(__AVX__)
-  if constexpr (V::size == 8) { _mm256_stream_ps(p, v); return; }
+  if constexpr (V::size == 8) {
+    _mm256_stream_ps(p, v);
+    return;
+  }
 #endif
 #if defined(__SSE2__)
-  if constexpr (V::size == 4) { _mm_stream_ps(p, v); return; }
+  if constexpr (V::size == 4) {
+    _mm_stream_ps(p, v);
+    return;
+  }
 #endif
   v.store_unaligned(p);
 }
@@ -96,8 +105,10 @@ inline float fms1(float a, float b, float c) {
 /// transpose-and-add for all rows (xsimd's haddp, or the ISA's lane tree).
 template <class V>
 inline V lane_sums(const V* rows) {
-  if constexpr (isa_hooks<V>::lane_tree) return isa_hooks<V>::lane_sums(rows);
-  else return haddp(rows);
+  if constexpr (isa_hooks<V>::lane_tree)
+    return isa_hooks<V>::lane_sums(rows);
+  else
+    return haddp(rows);
 }
 
 /// Regroups the halves of two vectors: lo = [a's low half | b's low half], hi = [a's high half

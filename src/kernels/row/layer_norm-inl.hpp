@@ -66,6 +66,8 @@ struct layer_norm_stats {
 
 template <class V>
 void layer_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  if (cfg.compensated_mean) row_norm_rows<V, layer_norm_stats<true>>(cfg, blk);
-  else row_norm_rows<V, layer_norm_stats<false>>(cfg, blk);
+  if (cfg.compensated_mean)
+    row_norm_rows<V, layer_norm_stats<true>>(cfg, blk);
+  else
+    row_norm_rows<V, layer_norm_stats<false>>(cfg, blk);
 }

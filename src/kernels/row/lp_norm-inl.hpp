@@ -25,11 +25,13 @@ struct lp_norm_stats {
                          row_prefetcher& pf) {
     V sum;
     if constexpr (P == 1)
-      sum = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return abs_value(v); },
-                             [](V s, V v) { return s + v; }, pf);
+      sum = row_lanes_sum<V>(
+          xs, cfg.cols, [](V v, std::size_t) { return abs_value(v); },
+          [](V s, V v) { return s + v; }, pf);
     else
-      sum = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
-                             [](V s, V v) { return fma(v, v, s); }, pf);
+      sum = row_lanes_sum<V>(
+          xs, cfg.cols, [](V v, std::size_t) { return v; }, [](V s, V v) { return fma(v, v, s); },
+          pf);
     const V norm = P == 1 ? sum : sqrt(sum), eps(cfg.eps);
     (V(1.f) / select(norm < eps, eps, norm)).store_unaligned(k.rs);
     // Rows whose float sum lost its value: the long-row sum (scaled or in double). An Inf or

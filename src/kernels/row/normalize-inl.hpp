@@ -89,7 +89,8 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
   // through xs / ys would be reloaded after every store (two extra loads per vector).
   const float* xr[R];
   float* yr[R];
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < R; ++r) {
     xr[r] = xs[r];
     yr[r] = ys[r];
   }
@@ -97,18 +98,24 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
     const std::size_t j = first + r;
     const float x = io::load1(xr[r] + i);
     float t = Centered ? fms1<V>(x - k.hi[j], k.rs[j], k.lo_rs[j]) : x * k.rs[j];
-    if constexpr (Gamma && Beta) t = fma1<V>(t, g[i], b[i]);
-    else if constexpr (Gamma) t = t * g[i];
-    else if constexpr (Beta) t = t + b[i];
+    if constexpr (Gamma && Beta)
+      t = fma1<V>(t, g[i], b[i]);
+    else if constexpr (Gamma)
+      t = t * g[i];
+    else if constexpr (Beta)
+      t = t + b[i];
     io::store1(yr[r] + i, t);
   };
   std::size_t i = 0;
   if constexpr (Stream) {
-    for (const std::size_t head = elements_to_stream_alignment<V>(yr[0], n); i < head; ++i)
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
+    for (const std::size_t head = elements_to_stream_alignment<V>(yr[0], n); i < head; ++i) {
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < R; ++r) one(r, i);
+    }
   }
   V vhi[R], vrs[R], vlo[R];
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < R; ++r) {
     vhi[r] = V(k.hi[first + r]);
     vrs[r] = V(k.rs[first + r]);
     vlo[r] = V(k.lo_rs[first + r]);
@@ -117,13 +124,19 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
     V gv, bv;
     if constexpr (Gamma) gv = load<V>(g + i);
     if constexpr (Beta) bv = load<V>(b + i);
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
       V t;
-      if constexpr (Centered) t = fms(io::load<V>(xr[r] + i) - vhi[r], vrs[r], vlo[r]);
-      else t = io::load<V>(xr[r] + i) * vrs[r];
-      if constexpr (Gamma && Beta) t = fma(t, gv, bv);
-      else if constexpr (Gamma) t = t * gv;
-      else if constexpr (Beta) t = t + bv;
+      if constexpr (Centered)
+        t = fms(io::load<V>(xr[r] + i) - vhi[r], vrs[r], vlo[r]);
+      else
+        t = io::load<V>(xr[r] + i) * vrs[r];
+      if constexpr (Gamma && Beta)
+        t = fma(t, gv, bv);
+      else if constexpr (Gamma)
+        t = t * gv;
+      else if constexpr (Beta)
+        t = t + bv;
       if constexpr (Stream) {
         io::stream(yr[r] + i, t);
         pf.step(W);
@@ -132,8 +145,10 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
       }
     }
   }
-  for (; i < n; ++i)
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) one(r, i);
+  for (; i < n; ++i) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) one(r, i);
+  }
   pf_io = pf;
 }
 
@@ -159,8 +174,8 @@ inline void normalize_group(const row_norm_config& cfg, const float* const* xs, 
 
 /// Points xs / ys at the `count` rows that start at row r0, then pads them to `padded`
 /// entries by repeating the last row.
-inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count,
-                       std::size_t padded, const float** xs, float** ys) {
+inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count, std::size_t padded,
+                       const float** xs, float** ys) {
   const float* xr = blk.x + std::ptrdiff_t(r0) * blk.x_stride;
   float* yr = blk.y + std::ptrdiff_t(r0) * blk.y_stride;
   for (std::size_t r = 0; r < padded; ++r) {
@@ -241,9 +256,10 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
     row_consts k;
     point_rows(blk, r0, count, short_rows ? W : count, xs, ys);
     // Prefetch two short-row groups ahead (they are small), one long-row group ahead.
-    row_prefetcher pf = Stream ? next_rows(blk, r0 + (short_rows ? 2 : 1) * step, step, n)
-                               : row_prefetcher{};
-    if (short_rows) Stats::template short_rows<V>(cfg, xs, k, pf);
+    row_prefetcher pf =
+        Stream ? next_rows(blk, r0 + (short_rows ? 2 : 1) * step, step, n) : row_prefetcher{};
+    if (short_rows)
+      Stats::template short_rows<V>(cfg, xs, k, pf);
     else if (count == kRowGroup)
       Stats::template long_rows<V, kRowGroup>(cfg, xs, k, 0, pf);
     else

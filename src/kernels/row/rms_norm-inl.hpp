@@ -20,8 +20,9 @@ struct rms_norm_stats {
   template <class V>
   static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
                          row_prefetcher& pf) {
-    const V sq = row_lanes_sum<V>(xs, cfg.cols, [](V v, std::size_t) { return v; },
-                                  [](V s, V v) { return fma(v, v, s); }, pf);
+    const V sq = row_lanes_sum<V>(
+        xs, cfg.cols, [](V v, std::size_t) { return v; }, [](V s, V v) { return fma(v, v, s); },
+        pf);
     const V ms = sq * V(float(cfg.inv_cols));
     (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(k.rs);
     // Rows whose float sum of squares overflowed or underflowed: the long-row sum (scaled).

@@ -33,25 +33,30 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
   constexpr std::size_t W = V::size;
   float p[R];
   double mean[R] = {}, m2[R] = {};  // set by the first chunk (n >= 1)
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r)
-    p[r] = Shift ? leading_mean<V>(x[r], n) : 0.f;
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < R; ++r) p[r] = Shift ? leading_mean<V>(x[r], n) : 0.f;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
     const double inv_len = 1.0 / double(len);
 
     // One pass: S1 = sum (x - p) and S2 = sum (x - p)^2, four accumulators each per row.
     V a[R][4], q[R][4];
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r)
-      SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
+      SIMDNORM_UNROLL
+      for (std::size_t k = 0; k < 4; ++k) {
         a[r][k] = V(0.f);
         q[r][k] = V(0.f);
       }
+    }
     std::size_t i = 0;
     for (; i + 4 * W <= len; i += 4 * W) {
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < R; ++r) {
         const float* c = x[r] + start + i;
         const V vp(p[r]);
-        SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+        SIMDNORM_UNROLL
+        for (std::size_t k = 0; k < 4; ++k) {
           const V d = shift_sub(io::load<V>(c + k * W), vp);
           a[r][k] += d;
           q[r][k] = fma(d, d, q[r][k]);
@@ -59,13 +64,16 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
       }
       pf.step(W);
     }
-    for (; i + W <= len; i += W)
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    for (; i + W <= len; i += W) {
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < R; ++r) {
         const V d = shift_sub(io::load<V>(x[r] + start + i), V(p[r]));
         a[r][0] += d;
         q[r][0] = fma(d, d, q[r][0]);
       }
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) {
+    }
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < R; ++r) {
       const float* c = x[r] + start;
       float s1 = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
       float s2 = hadd((q[r][0] + q[r][1]) + (q[r][2] + q[r][3]));
@@ -102,8 +110,8 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
           const float d = io::load1(c + k) - center;
           qs += d * d;
         }
-        chunk_m2 = m2_around(pass_b_sum<V>(qs, c, len, center), double(len),
-                             chunk_mean - double(center));
+        chunk_m2 =
+            m2_around(pass_b_sum<V>(qs, c, len, center), double(len), chunk_mean - double(center));
       }
       chunk_m2 = clamp_m2(chunk_m2);
       merge_moments(start == 0, chan_weights(double(start), double(len)), chunk_mean, chunk_m2,
@@ -111,7 +119,8 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
       if (Shift) p[r] = float(mean[r]);  // the next chunk's shift
     }
   }
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
 /// Sum of non-negative terms of one row: float accumulators per chunk of kMomentChunk (four per

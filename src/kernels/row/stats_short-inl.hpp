@@ -15,15 +15,16 @@
 /// depends only on its own values and n. The first step also steps `pf` once per row, so
 /// prefetches are spread among the loads rather than bunched after the pass.
 template <class V, class Dev, class Acc>
-inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc,
-                       row_prefetcher& pf) {
+inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc, row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   const std::size_t full = n / W * W;
   V s[W];
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) s[r] = V(0.f);
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < W; ++r) s[r] = V(0.f);
   std::size_t i = 0;
   if (full != 0) {  // the first step also steps the prefetcher, once per row
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < W; ++r) {
       s[r] = acc(s[r], dev(io::load<V>(x[r]), r));
       pf.step(W);
     }
@@ -31,12 +32,14 @@ inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc,
   } else {
     for (std::size_t r = 0; r < W; ++r) pf.step(W);
   }
-  for (; i < full; i += W)
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r)
-      s[r] = acc(s[r], dev(io::load<V>(x[r] + i), r));
+  for (; i < full; i += W) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < W; ++r) s[r] = acc(s[r], dev(io::load<V>(x[r] + i), r));
+  }
   if (full != n) {
     const auto last = lanes_from<V>(W - (n - full));
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r)
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < W; ++r)
       s[r] = acc(s[r], select(last, dev(last_vector<V>(x[r], n), r), V(0.f)));
   }
   return lane_sums(s);
@@ -54,7 +57,8 @@ inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
   constexpr std::size_t W = V::size, H = W / 2;
   const std::size_t full = n / W * W;
   V s[W], vp[H];
-  SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r) {
+  SIMDNORM_UNROLL
+  for (std::size_t r = 0; r < H; ++r) {
     s[r] = V(0.f);
     s[H + r] = V(0.f);
     vp[r] = V(p[r]);
@@ -68,7 +72,8 @@ inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
   };
   std::size_t i = 0;
   if (full != 0) {  // the first step also steps the prefetcher, once per row
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < H; ++r) {
       add(r, dev(r, io::load<V>(x[r])));
       pf.step(W);
     }
@@ -76,11 +81,14 @@ inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
   } else {
     for (std::size_t r = 0; r < H; ++r) pf.step(W);
   }
-  for (; i < full; i += W)
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r) add(r, dev(r, io::load<V>(x[r] + i)));
+  for (; i < full; i += W) {
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < H; ++r) add(r, dev(r, io::load<V>(x[r] + i)));
+  }
   if (full != n) {
     const auto last = lanes_from<V>(W - (n - full));
-    SIMDNORM_UNROLL for (std::size_t r = 0; r < H; ++r)
+    SIMDNORM_UNROLL
+    for (std::size_t r = 0; r < H; ++r)
       add(r, select(last, dev(r, last_vector<V>(x[r], n)), V(0.f)));
   }
   return lane_sums(s);
@@ -117,13 +125,14 @@ SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const float* const* x, std::s
     if (n >= W) {
       // p = sum (x / W) over the first vector: the scale is a power of two, so it cannot
       // overflow, and a constant row gives p == x exactly (lane_sums adds equal partial sums).
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r)
-        first[r] = io::load<V>(x[r]) * V(1.f / float(W));
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < W; ++r) first[r] = io::load<V>(x[r]) * V(1.f / float(W));
       P = lane_sums(first);
     } else {
       // p = x[0] + mean(x - x[0]), exact for a constant row of any length; the vector of the
       // x[0] goes through memory, a store-forwarding stall only rows shorter than W pay.
-      SIMDNORM_UNROLL for (std::size_t r = 0; r < W; ++r) {
+      SIMDNORM_UNROLL
+      for (std::size_t r = 0; r < W; ++r) {
         p[r] = io::load1(x[r]);
         first[r] = select(lanes_from<V>(W - n), last_vector<V>(x[r], n) - V(p[r]), V(0.f));
       }
@@ -144,10 +153,10 @@ SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const float* const* x, std::s
                  shifted_sums_half<V>(x + W / 2, n, p + W / 2, pf), s1, s2);
   } else {  // work between the rows: rows of whole vectors
     static_assert(isa_hooks<V>::paired_row_sums, "work between the rows needs paired row sums");
-    split_halves(isa_hooks<V>::template shifted_sums_half_paired<io>(x, n, p, between_rows),
-                 isa_hooks<V>::template shifted_sums_half_paired<io>(x + W / 2, n, p + W / 2,
-                                                                     between_rows),
-                 s1, s2);
+    split_halves(
+        isa_hooks<V>::template shifted_sums_half_paired<io>(x, n, p, between_rows),
+        isa_hooks<V>::template shifted_sums_half_paired<io>(x + W / 2, n, p + W / 2, between_rows),
+        s1, s2);
   }
   const V mean_rel = s1 * V(1.f / float(n));
   hi = P + mean_rel;  // TwoSum: hi + lo == P + mean_rel exactly
@@ -160,8 +169,9 @@ SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const float* const* x, std::s
     alignas(64) float center[W];
     hi.store_unaligned(center);
     row_prefetcher none;
-    const V sq = row_lanes_sum<V>(x, n, [&](V v, std::size_t r) { return v - V(center[r]); },
-                                  [](V s, V d) { return fma(d, d, s); }, none);
+    const V sq = row_lanes_sum<V>(
+        x, n, [&](V v, std::size_t r) { return v - V(center[r]); },
+        [](V s, V d) { return fma(d, d, s); }, none);
     // sum (x - hi)^2 = M2 + n * lo^2
     m2 = select(one_read, m2, fnma(V(float(n)) * lo, lo, sq));
   }

@@ -59,10 +59,12 @@ struct isa_hooks<avx512_vector> {
   SIMDNORM_ALWAYS_INLINE static avx512_vector lane_sums(const avx512_vector* rows) {
     constexpr int kOrder[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
     __m512 t[8], u[4], v[2];
-    SIMDNORM_UNROLL for (int j = 0; j < 8; ++j)
-      t[j] = halve_blocks_256(rows[kOrder[j]], rows[kOrder[j + 8]]);
-    SIMDNORM_UNROLL for (int j = 0; j < 4; ++j) u[j] = halve_blocks_128(t[j], t[j + 4]);
-    SIMDNORM_UNROLL for (int j = 0; j < 2; ++j) v[j] = halve_pairs(u[j], u[j + 2]);
+    SIMDNORM_UNROLL
+    for (int j = 0; j < 8; ++j) t[j] = halve_blocks_256(rows[kOrder[j]], rows[kOrder[j + 8]]);
+    SIMDNORM_UNROLL
+    for (int j = 0; j < 4; ++j) u[j] = halve_blocks_128(t[j], t[j + 4]);
+    SIMDNORM_UNROLL
+    for (int j = 0; j < 2; ++j) v[j] = halve_pairs(u[j], u[j + 2]);
     return halve_lanes(v[0], v[1]);
   }
 
@@ -102,7 +104,8 @@ struct isa_hooks<avx512_vector> {
     // (2, 6), (1, 5), (3, 7) and the second joins each S1 pair with the same rows' S2 pair.
     constexpr std::size_t kPairs[4][2] = {{0, 4}, {2, 6}, {1, 5}, {3, 7}};
     __m512 u[4];
-    SIMDNORM_UNROLL for (std::size_t k = 0; k < 4; ++k) {
+    SIMDNORM_UNROLL
+    for (std::size_t k = 0; k < 4; ++k) {
       __m512 a0, q0, a1, q1;
       sums(kPairs[k][0], a0, q0);
       sums(kPairs[k][1], a1, q1);
