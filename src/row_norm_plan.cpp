@@ -178,7 +178,11 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.compensated_mean = compensated;
   const std::size_t bytes = std::size_t(rows) * std::size_t(cols) * sizeof(float);
   p->cfg.stream = use_streaming_stores(stores, bytes, bytes);
-  p->rows_per_task = std::max<std::size_t>(1, (kTaskElements + p->cols - 1) / p->cols);
+  // Tasks of about kTaskElements, in whole kernel tiles: the kernel takes short rows one vector
+  // of rows at a time and long rows kRowGroup at a time (tuning.hpp).
+  const std::size_t tile = p->cols <= kShortCols ? std::size_t(isa_lanes(kt->id)) : kRowGroup;
+  const std::size_t rows_for_elements = (kTaskElements + p->cols - 1) / p->cols;
+  p->rows_per_task = (rows_for_elements + tile - 1) / tile * tile;
   p->tasks = (p->rows + p->rows_per_task - 1) / p->rows_per_task;
   plan_access::set(out, std::move(p));
   return {};

@@ -66,21 +66,56 @@ inline constexpr std::size_t kColumnFinishMoments = 4096;
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
 inline constexpr std::size_t kMergeSideBySide = 32;
 
-// ---- kernel internals the plans size their work by -------------------------------------------
-// Not tuning choices of the plans: they repeat constants of the kernels (which the plans do not
-// include, as those headers need xsimd) and must change together with them.
+// ---- kernel tiles: how many rows, units or columns a kernel takes at once -------------------
+// The kernels (src/kernels, included by every ISA unit) and the plans both read these: a plan
+// sizes its tasks in whole tiles, so that no task ends in a partial tile.
 
-/// Rows per chunk of the column statistics kernel (kColumnChunkRows in
-/// kernels/channel_moments-inl.hpp): a row split shorter than this wastes the chunk.
-inline constexpr std::size_t kKernelColumnChunkRows = 64;
+/// Long rows (more than kShortCols) are taken kRowGroup at a time: their statistics are
+/// interleaved (the rows' dependent per-chunk reductions overlap) and the normalize pass loads
+/// each gamma/beta vector once for the group (row/normalize-inl.hpp).
+inline constexpr std::size_t kRowGroup = 4;
 
-/// Units the segment statistics kernel interleaves (segment_moments in
-/// kernels/channel_moments-inl.hpp takes them 4 at a time): short units are given to tasks in
-/// multiples of this.
-inline constexpr std::size_t kKernelInterleavedUnits = 4;
+/// Rows of at most this many elements are short: V::size of them at a time, one row per vector
+/// lane in the statistics (row/stats_short-inl.hpp); longer rows amortize a row's reductions
+/// over enough vectors to go one row at a time. Set with the first row kernels; not measured
+/// again since (simdnorm_kernel_bench layer_norm D = 200, 768 straddle it).
+inline constexpr std::size_t kShortCols = 256;
+
+/// Rows per chunk of the column statistics kernel (channel/column_moments-inl.hpp): each lane
+/// sums at most this many terms in float before the chunk's moments go to double; a row split
+/// of the columns schedule shorter than this wastes the chunk.
+inline constexpr std::size_t kColumnChunkRows = 64;
+
+/// Units the segment statistics kernel interleaves (channel/segment_moments-inl.hpp): short
+/// units are given to tasks in multiples of this.
+inline constexpr std::size_t kInterleavedUnits = 4;
+
+/// Elements per statistics chunk (common/moments-inl.hpp): sums within a chunk are float, the
+/// chunks are merged in double. Longer chunks lose accuracy (about u * chunk / lanes); shorter
+/// ones cost more merges. Part of the numerics: changing it changes the bits of every result.
+inline constexpr std::size_t kMomentChunk = 2048;
+
+// ---- kernel thresholds -----------------------------------------------------------------------
+
+/// A group of rows is normalized right after its statistics while its x stays in L2: groups
+/// hold at most this many bytes of x (row/normalize-inl.hpp), so x is read from memory once.
+/// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
+inline constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
+
+/// With regular stores, the normalize pass runs rows of kShortCols < n <= this one by one (one
+/// sequential store stream, which the hardware prefetcher follows) rather than kRowGroup
+/// interleaved. Measured on: a 2-core Intel guest, in cache, 1 thread, row by row 0.04-0.07 of
+/// copy ahead at D = 64-1024 (bench/simdnorm_bench; docs/performance.md, kernel notes).
+inline constexpr std::size_t kRowsTogetherMinCols = 1024;
+
+/// Distance (floats) of the software prefetch in streaming channel passes: a single core's DRAM
+/// read bandwidth is bound by misses in flight, and the hardware prefetchers alone keep too
+/// few. Measured on: a 2-core Xeon guest, beyond the LLC (bench/simdnorm_bench batch_norm;
+/// docs/performance.md, channel kernels).
+inline constexpr std::size_t kStreamPrefetch = 1024;
 
 /// Pieces of a segment start at multiples of this many floats (one 64-byte cache line), so
 /// that no line is shared by two tasks' pieces. Not measured: the line size.
-inline constexpr std::size_t kPieceAlignElements = 16;
+inline constexpr std::size_t kLineFloats = 64 / sizeof(float);
 
 }  // namespace simdnorm::detail

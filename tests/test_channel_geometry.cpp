@@ -183,7 +183,7 @@ TEST_CASE("geometry: layouts that fit neither view are rejected") {
 }
 
 TEST_CASE("geometry: pieces of a segment start at aligned offsets and end at its length") {
-  const std::int64_t align = std::int64_t(simdnorm::detail::kPieceAlignElements);
+  const std::int64_t align = std::int64_t(simdnorm::detail::kLineFloats);
   for (std::int64_t len : {16, 100, 1000, 4099}) {
     for (std::int64_t n : {1, 2, 3, 7}) {
       CAPTURE(len);

@@ -136,7 +136,7 @@ struct channel_norm_plan final : plan_impl {
 };
 
 /// Whether units of `unit_elements` values in segments of `segment_len` go through the
-/// statistics kernel kKernelInterleavedUnits at a time (schedule.cpp).
+/// statistics kernel kInterleavedUnits at a time (schedule.cpp).
 bool interleaved_units(std::size_t unit_elements, std::int64_t segment_len);
 
 /// Chooses the phases and tasks of a plan whose geometry is made (schedule.cpp).

@@ -49,9 +49,9 @@ bool make_geometry(const tensor_desc& x, const tensor_desc& y, const int* kd, in
                    int nr, std::int64_t group, channel_geometry* g);
 
 /// Bound i (0..n) of `len` elements cut into n pieces: i = n gives len, the other bounds are
-/// rounded down to a multiple of kPieceAlignElements.
+/// rounded down to a multiple of kLineFloats.
 inline std::int64_t piece_bound(std::int64_t len, std::int64_t i, std::int64_t n) {
-  constexpr auto align = std::int64_t(kPieceAlignElements);
+  constexpr auto align = std::int64_t(kLineFloats);
   return i == n ? len : len * i / n / align * align;
 }
 

@@ -86,7 +86,7 @@ bool channel_norm_plan::uniform_block(const norm_args& a, std::size_t q, std::si
 }
 
 void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::size_t end) const {
-  constexpr std::size_t kBlock = kKernelInterleavedUnits;  // statistics run interleaved
+  constexpr std::size_t kBlock = kInterleavedUnits;  // statistics run interleaved
   const std::size_t q_end = std::min(units_total, end * units_per_task);
   const part_range whole{0, g.nseg, 0, g.len};
   if (!interleaved_units(unit_elements, g.len)) {

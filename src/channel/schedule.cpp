@@ -51,7 +51,7 @@ void schedule_columns(channel_norm_plan& p) {
   const std::size_t B = std::size_t(g.B), R = std::size_t(g.R), C = std::size_t(g.C);
   // splits of at least one statistics chunk, enough of them to feed the threads
   p.splits =
-      std::max<std::size_t>(1, std::min({R / kKernelColumnChunkRows, kMaxColumnSplits,
+      std::max<std::size_t>(1, std::min({R / kColumnChunkRows, kMaxColumnSplits,
                                          ceil_div(kMaxColumnSplits, B), R * C / kTaskElements}));
   const std::size_t G = std::size_t(g.group);
   p.chan_block = G * std::max<std::size_t>(1, kColumnFinishMoments / (p.splits * G));
@@ -78,8 +78,8 @@ void schedule_planes(channel_norm_plan& p) {
     // short units go through the interleaved statistics kernel several at a time
     p.units_per_task = ceil_div(kTaskElements, n);
     if (interleaved_units(n, g.len))
-      p.units_per_task = std::min(
-          units, ceil_div(p.units_per_task, kKernelInterleavedUnits) * kKernelInterleavedUnits);
+      p.units_per_task =
+          std::min(units, ceil_div(p.units_per_task, kInterleavedUnits) * kInterleavedUnits);
     p.phases.push_back({phase_kind::fused_units, ceil_div(units, p.units_per_task)});
     return;
   }
@@ -97,12 +97,12 @@ void schedule_planes(channel_norm_plan& p) {
 
 }  // namespace
 
-/// Short units (a block of kKernelInterleavedUnits fits a task), or units made of short
+/// Short units (a block of kInterleavedUnits fits a task), or units made of short
 /// segments (under kShortSegmentElements, such as 14x14 planes) of at most kTaskElements
 /// values: there the per-chunk scalar chains dominate and overlap across units. Other units go
 /// one at a time.
 bool interleaved_units(std::size_t unit_elements, std::int64_t segment_len) {
-  return unit_elements * kKernelInterleavedUnits <= kTaskElements ||
+  return unit_elements * kInterleavedUnits <= kTaskElements ||
          (unit_elements <= kTaskElements && std::size_t(segment_len) < kShortSegmentElements);
 }
 

@@ -16,10 +16,6 @@
 //   correct. Rows shorter than a vector run scalar.
 // Preconditions: n >= 1; y == x with equal strides allowed, otherwise no overlap.
 
-/// Distance (floats) of the software prefetch in streaming passes: a single core's DRAM read
-/// bandwidth is bound by misses in flight, and the hardware prefetchers alone keep too few.
-inline constexpr std::size_t kStreamPrefetch = 1024;
-
 /// max(0, v) with NaN kept (fused ReLU).
 inline float relu_max(float v) { return v < 0.f ? 0.f : v; }
 inline scalar_vector relu_max(scalar_vector v) { return relu_max(v.v); }

@@ -19,7 +19,6 @@
 //   double merge. Results depend only on the shape and the ISA, never on threads.
 
 /// Rows per chunk of column_moments: each lane sums this many values in float.
-inline constexpr std::size_t kColumnChunkRows = 64;
 
 template <class V>
 void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows, std::size_t cols,

@@ -178,6 +178,7 @@ template <class V>
 void segment_moments(const float* const* x, std::size_t units, std::ptrdiff_t stride,
                      std::size_t count, std::size_t len, moments_f64* out) {
   std::size_t u = 0;
-  for (; u + 4 <= units; u += 4) segments_moments_r<V, 4>(x + u, stride, count, len, out + u);
+  constexpr std::size_t R = kInterleavedUnits;
+  for (; u + R <= units; u += R) segments_moments_r<V, R>(x + u, stride, count, len, out + u);
   for (; u < units; ++u) segments_moments_r<V, 1>(x + u, stride, count, len, out + u);
 }

@@ -21,8 +21,6 @@
 //   S1 = sum (x - p) stays finite, i.e. |x - mean| below about FLT_MAX / kMomentChunk: the
 //   M2 itself may then exceed FLT_MAX (it is a double), and so may the variance.
 
-inline constexpr std::size_t kMomentChunk = 2048;
-
 /// The guard of the one-read M2: shift_part = S1^2 / len (len * (mean - p)^2), s2 = S2. False
 /// for NaN, and for an S2 that overflowed (Inf <= Inf must not pass: M2 would be Inf or NaN);
 /// then M2 = S2 - shift_part is finite too. T is double (one chunk) or a float vector (a chunk

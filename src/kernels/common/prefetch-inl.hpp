@@ -1,8 +1,5 @@
 // Software prefetch of data a kernel reads later, shared by the row and channel kernels.
 
-/// Floats per 64-byte cache line.
-inline constexpr std::size_t kLineFloats = 64 / sizeof(float);
-
 /// Prefetches `rows_left` rows of n floats, `stride` floats apart (rows of a matrix, or the
 /// segments of a channel chunk), into L2, one request per step of w floats (prefetcht1: L1 is
 /// busy with the data in hand). Kernels step it from the loops of their passes, so that memory

@@ -37,11 +37,6 @@
 //   a row do not depend on its position, threads or partitions.
 // Preconditions: cols >= 1; y == x (same strides) allowed, otherwise no overlap; no alignment.
 
-inline constexpr std::size_t kRowGroup = 4;
-inline constexpr std::size_t kShortCols = 256;
-inline constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
-inline constexpr std::size_t kRowsTogetherMinCols = 1024;
-
 /// Per-row constants of the normalize pass, t = (x - hi) * rs - lo_rs or t = x * rs, for the
 /// rows of one group: one array per constant, so that the short-row statistics store each as
 /// one vector (lane r is row r).
