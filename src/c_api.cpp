@@ -19,7 +19,8 @@ using simdnorm::status_code;
 
 // The C enums mirror the C++ ones value for value, so conversions are casts (the ISA enums are
 // both generated from simdnorm/isa_list.h).
-static_assert(int(SIMDNORM_INTERNAL_ERROR) == int(status_code::internal_error), "status codes");
+static_assert(int(SIMDNORM_UNSUPPORTED_DTYPE) == int(status_code::unsupported_dtype),
+              "status codes");
 static_assert(SIMDNORM_MAX_DIMS == simdnorm::max_dims, "max dims");
 static_assert(int(SIMDNORM_STORES_STREAMING) == int(simdnorm::store_policy::streaming), "stores");
 static_assert(int(SIMDNORM_NHWC) == int(simdnorm::channel_layout::nhwc), "layouts");
@@ -72,11 +73,16 @@ status to_desc(const simdnorm_tensor_desc* in, const char* name,
   if (in->ndim < 1 || in->ndim > SIMDNORM_MAX_DIMS)
     return status::error(status_code::invalid_argument, "%s.ndim=%d: must be in [1, %d]", name,
                          int(in->ndim), SIMDNORM_MAX_DIMS);
+  const int type = raw(in->type);
+  if (simdnorm::dtype_size(simdnorm::dtype(type)) == 0)
+    return status::error(status_code::invalid_argument, "%s.type=%d: not a simdnorm_dtype", name,
+                         type);
   out->ndim = int(in->ndim);
   for (int i = 0; i < out->ndim; ++i) {
     out->shape[i] = in->shape[i];
     out->strides[i] = in->strides[i];
   }
+  out->type = simdnorm::dtype(type);
   return {};
 }
 
@@ -309,6 +315,13 @@ simdnorm_status simdnorm_force_isa(simdnorm_isa isa) {
 
 void simdnorm_reset_isa(void) { simdnorm::reset_isa(); }
 
+simdnorm_status simdnorm_convert(const void* x, simdnorm_dtype x_type, void* y,
+                                 simdnorm_dtype y_type, size_t n) {
+  return guarded("simdnorm_convert", [&] {
+    return simdnorm::convert(x, simdnorm::dtype(raw(x_type)), y, simdnorm::dtype(raw(y_type)), n);
+  });
+}
+
 simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim,
                                            const int64_t* shape) {
   if (d == nullptr || shape == nullptr)
@@ -319,6 +332,7 @@ simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim
                                 SIMDNORM_MAX_DIMS));
   simdnorm_tensor_desc t{};
   t.ndim = ndim;
+  t.type = SIMDNORM_DTYPE_F32;
   std::int64_t s = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     t.shape[i] = shape[i];

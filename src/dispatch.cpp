@@ -68,7 +68,8 @@ constexpr std::string_view kArch = "";
 // string literals, hence a list; libgcc checks XCR0 (the OS saves the AVX and AVX-512 register
 // state) before it reports AVX2 or AVX-512, which xsimd 8.1's own check does not.
 #define SIMDNORM_X86_FEATURES(F) \
-  F("sse2") F("sse4.2") F("avx2") F("fma") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw")
+  F("sse2")                      \
+  F("sse4.2") F("avx2") F("fma") F("f16c") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw")
 
 // Calls each(feature) for every space-separated word of `features`; false when one returns false.
 template <class F>

@@ -1,11 +1,49 @@
 // Internal: the per-ISA kernel table and the job descriptions its kernels take.
 // Baseline-safe: no xsimd, no intrinsics; included by the dispatcher and by every ISA unit.
 #pragma once
+#include <array>
 #include <cstddef>
+#include <cstdint>
 
 #include "simdnorm/isa.hpp"
+#include "simdnorm/tensor.hpp"
 
 namespace simdnorm::detail {
+
+// ---- element types (simdnorm/dtype_list.h) ---------------------------------------------------
+// The storage of each dtype as the kernels see it: f32 is float; the 16-bit types are their
+// bits, converted at the kernels' load / store edge (kernels/common/io-inl.hpp).
+
+using f32_t = float;
+struct bf16_t {
+  std::uint16_t bits;
+};
+struct f16_t {
+  std::uint16_t bits;
+};
+
+/// Number of dtypes; their ids are 0 .. kDtypes - 1.
+inline constexpr std::size_t kDtypes = 0
+#define SIMDNORM_COUNT_DTYPE(name, NAME, id, bytes) +1
+    SIMDNORM_DTYPE_LIST(SIMDNORM_COUNT_DTYPE);
+#undef SIMDNORM_COUNT_DTYPE
+
+/// element<id>::type: the storage type of the dtype with that id.
+template <std::size_t Id>
+struct element;
+#define SIMDNORM_ELEMENT(name, NAME, id, bytes)                              \
+  template <>                                                                \
+  struct element<id> {                                                       \
+    using type = name##_t;                                                   \
+    static_assert(sizeof(type) == bytes, "dtype_list.h: size of " #name);    \
+    static_assert(id < kDtypes, "dtype_list.h: ids must be 0 .. count - 1"); \
+  };
+SIMDNORM_DTYPE_LIST(SIMDNORM_ELEMENT)
+#undef SIMDNORM_ELEMENT
+
+/// A kernel for each pair of element types: [x's dtype][y's dtype].
+template <class Fn>
+using dtype_pairs = std::array<std::array<Fn, kDtypes>, kDtypes>;
 
 /// Parameters shared by all rows of a row-wise normalization (LayerNorm, RMSNorm).
 struct row_norm_config {
@@ -18,12 +56,13 @@ struct row_norm_config {
   bool stream = false;           ///< non-temporal stores for y
 };
 
-/// A run of rows with constant strides (elements). `mean` and `rstd` point at this run's first
-/// row's slot in the per-row outputs, or are null.
+/// A run of rows with constant strides (elements). x and y hold elements of the kernel's x and
+/// y types. `mean` and `rstd` point at this run's first row's slot in the per-row outputs, or
+/// are null.
 struct row_block {
-  const float* x = nullptr;
+  const void* x = nullptr;
   std::ptrdiff_t x_stride = 0;
-  float* y = nullptr;
+  void* y = nullptr;
   std::ptrdiff_t y_stride = 0;
   std::size_t rows = 0;
   float* mean = nullptr;
@@ -31,6 +70,9 @@ struct row_block {
 };
 
 using row_norm_fn = void (*)(const row_norm_config& cfg, const row_block& block);
+
+/// y[0, n) = x[0, n) converted between the kernel's element types (simdnorm::convert).
+using convert_fn = void (*)(const void* x, void* y, std::size_t n);
 
 /// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).
 struct moments_f64 {
@@ -82,10 +124,11 @@ using row_affine_fn = void (*)(const row_affine_job& job);
 /// One ISA's kernels. Every member is set for every ISA.
 struct kernel_table {
   isa id;
-  row_norm_fn layer_norm_rows;
-  row_norm_fn rms_norm_rows;
-  row_norm_fn l1_norm_rows;  // Lp normalization, p = 1 and 2
-  row_norm_fn l2_norm_rows;
+  dtype_pairs<row_norm_fn> layer_norm_rows;
+  dtype_pairs<row_norm_fn> rms_norm_rows;
+  dtype_pairs<row_norm_fn> l1_norm_rows;  // Lp normalization, p = 1 and 2
+  dtype_pairs<row_norm_fn> l2_norm_rows;
+  dtype_pairs<convert_fn> convert;
   segment_moments_fn segment_moments;  // channel ops (channel_norm_plan.cpp)
   column_moments_fn column_moments;
   plane_affine_fn plane_affine;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -33,10 +34,13 @@ status check_tensor(const tensor_desc& t, const char* name) noexcept {
         __builtin_add_overflow(last, off, &last))
       return status::error(status_code::size_overflow, "%s: sizes overflow 64 bits", name);
   }
+  const std::int64_t elem = std::int64_t(dtype_size(t.type));
+  if (elem == 0)
+    return status::error(status_code::invalid_argument, "%s.type=%d: not a simdnorm::dtype", name,
+                         int(t.type));
   std::int64_t end, bytes;  // last + 1 itself overflows for an extent of exactly INT64_MAX
   if (__builtin_add_overflow(last, std::int64_t(1), &end) ||
-      __builtin_mul_overflow(end, std::int64_t(sizeof(float)), &bytes) ||
-      __builtin_mul_overflow(numel, std::int64_t(sizeof(float)), &bytes))
+      __builtin_mul_overflow(end, elem, &bytes) || __builtin_mul_overflow(numel, elem, &bytes))
     return status::error(status_code::size_overflow, "%s: byte size overflows 64 bits", name);
   return {};
 }
@@ -67,16 +71,16 @@ bool dense_suffix(const tensor_desc& t, int first) noexcept {
   return true;
 }
 
-status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::int64_t y_span,
-                      bool same_strides) noexcept {
+status check_aliasing(const void* x, std::int64_t x_bytes, const void* y, std::int64_t y_bytes,
+                      bool same_layout) noexcept {
   const auto xb = reinterpret_cast<std::uintptr_t>(x), yb = reinterpret_cast<std::uintptr_t>(y);
   if (xb == yb) {
-    if (same_strides) return {};
+    if (same_layout) return {};
     return status::error(status_code::invalid_argument,
-                         "y aliases x (in place) but their strides differ");
+                         "y aliases x (in place) but their strides or types differ");
   }
-  const std::uintptr_t xe = xb + std::uintptr_t(x_span) * sizeof(float);
-  const std::uintptr_t ye = yb + std::uintptr_t(y_span) * sizeof(float);
+  const std::uintptr_t xe = xb + std::uintptr_t(x_bytes);
+  const std::uintptr_t ye = yb + std::uintptr_t(y_bytes);
   if (xb < ye && yb < xe)
     return status::error(status_code::invalid_argument,
                          "y partially overlaps x: in-place use needs y == x with equal strides");
@@ -271,5 +275,24 @@ status plan::execute(const norm_args& args, executor* exec) const noexcept {
   }
 SIMDNORM_OP_LIST(SIMDNORM_DEFINE_ONE_SHOT)
 #undef SIMDNORM_DEFINE_ONE_SHOT
+
+status convert(const void* x, dtype x_type, void* y, dtype y_type, std::size_t n) noexcept {
+  const std::size_t xs = dtype_size(x_type), ys = dtype_size(y_type);
+  if (xs == 0 || ys == 0)
+    return status::error(status_code::invalid_argument, "convert: type %d: not a simdnorm::dtype",
+                         int(xs == 0 ? x_type : y_type));
+  if (n == 0) return {};
+  if (x == nullptr || y == nullptr)
+    return status::error(status_code::invalid_argument, "convert: %s is null", x ? "y" : "x");
+  if (n > std::size_t(PTRDIFF_MAX) / 4)
+    return status::error(status_code::size_overflow, "convert: n=%zu is too large", n);
+  status s =
+      detail::check_aliasing(x, std::int64_t(n * xs), y, std::int64_t(n * ys), x_type == y_type);
+  if (!s) return s;
+  const detail::kernel_table* kt = detail::selected_table(&s);
+  if (kt == nullptr) return s;
+  kt->convert[std::size_t(x_type)][std::size_t(y_type)](x, y, n);
+  return {};
+}
 
 }  // namespace simdnorm

@@ -44,12 +44,19 @@ status check_same_shape(const tensor_desc& x, const tensor_desc& y) noexcept;
 /// check_tensor).
 std::int64_t span_elements(const tensor_desc& t) noexcept;
 
+/// Bytes from the first to one past the last element addressed by `t` (valid after
+/// check_tensor).
+inline std::int64_t span_bytes(const tensor_desc& t) noexcept {
+  return span_elements(t) * std::int64_t(dtype_size(t.type));
+}
+
 /// True when t's dims [first, ndim) are dense row-major (size-1 dims may have any stride).
 bool dense_suffix(const tensor_desc& t, int first) noexcept;
 
-/// x and y may be the same tensor (same pointer, `same_strides`) or disjoint ranges.
-status check_aliasing(const void* x, std::int64_t x_span, const void* y, std::int64_t y_span,
-                      bool same_strides) noexcept;
+/// x and y may be the same tensor (same pointer, `same_layout`: equal strides and types) or
+/// disjoint byte ranges.
+status check_aliasing(const void* x, std::int64_t x_bytes, const void* y, std::int64_t y_bytes,
+                      bool same_layout) noexcept;
 
 /// Last-level cache size in bytes (sysfs, else sysconf; 32 MiB when unknown).
 std::size_t last_level_cache_bytes() noexcept;

@@ -14,7 +14,7 @@ namespace {
 struct row_op {
   const char* name;  ///< for messages: "layer_norm"
   bool beta, mean, gamma;
-  row_norm_fn kernel_table::*kernel;
+  dtype_pairs<row_norm_fn> kernel_table::*kernel;  ///< [x dtype][y dtype]
 };
 constexpr row_op kLayerNorm{"layer_norm", true, true, true, &kernel_table::layer_norm_rows};
 constexpr row_op kRmsNorm{"rms_norm", false, false, true, &kernel_table::rms_norm_rows};
@@ -31,8 +31,9 @@ struct row_norm_plan final : plan_impl {
   std::int64_t outer_x_stride[max_dims] = {};
   std::int64_t outer_y_stride[max_dims] = {};
   std::size_t rows_per_task = 1, tasks = 1;
-  std::int64_t x_span = 0, y_span = 0;
-  bool same_strides = false;
+  std::int64_t x_bytes = 0, y_bytes = 0;  // spans
+  std::size_t x_elem = 4, y_elem = 4;     // bytes per element
+  bool same_layout = false;
 
   std::size_t num_tasks(std::size_t) const noexcept override { return tasks; }
 
@@ -46,7 +47,7 @@ struct row_norm_plan final : plan_impl {
                            op->name);
     if (!op->gamma && a.gamma != nullptr)
       return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
-    return check_aliasing(a.x, x_span, a.y, y_span, same_strides);
+    return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
   }
 
   void run_tasks(const norm_args& a, std::size_t, std::size_t begin,
@@ -70,9 +71,9 @@ struct row_norm_plan final : plan_impl {
       const std::size_t count =
           std::min<std::size_t>(r_end - r, std::size_t(outer_size[inner] - i_inner));
       row_block b;
-      b.x = a.x + xo;
+      b.x = static_cast<const char*>(a.x) + xo * std::int64_t(x_elem);
       b.x_stride = outer_x_stride[inner];
-      b.y = a.y + yo;
+      b.y = static_cast<char*>(a.y) + yo * std::int64_t(y_elem);
       b.y_stride = outer_y_stride[inner];
       b.rows = count;
       b.mean = a.mean ? a.mean + r : nullptr;
@@ -138,7 +139,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   }
   p->op = &op;
   p->kernels = kt;
-  p->kernel = kt->*op.kernel;
+  p->kernel = (kt->*op.kernel)[std::size_t(x.type)][std::size_t(y.type)];
   std::int64_t cols = 1;
   for (int i = first; i < x.ndim; ++i) cols *= x.shape[i];
   std::int64_t rows = 1;
@@ -165,19 +166,23 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   if (!rows_disjoint(p->n_outer, p->outer_size, p->outer_y_stride, cols))
     return status::error(status_code::unsupported_layout, "%s: y's strides make rows overlap",
                          opname);
-  p->same_strides = true;
+  p->same_layout = x.type == y.type;
   for (int i = 0; i < x.ndim; ++i)
-    if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_strides = false;
-  p->x_span = span_elements(x);
-  p->y_span = span_elements(y);
+    if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_layout = false;
+  p->x_bytes = span_bytes(x);
+  p->y_bytes = span_bytes(y);
+  p->x_elem = dtype_size(x.type);
+  p->y_elem = dtype_size(y.type);
   p->rows = std::size_t(rows);
   p->cols = std::size_t(cols);
   p->cfg.cols = std::size_t(cols);
   p->cfg.inv_cols = 1.0 / double(cols);
   p->cfg.eps = eps;
   p->cfg.compensated_mean = compensated;
-  const std::size_t bytes = std::size_t(rows) * std::size_t(cols) * sizeof(float);
-  p->cfg.stream = use_streaming_stores(stores, bytes, bytes);
+  // Streaming stores write whole vectors of floats: f32 outputs only.
+  const std::size_t elements = std::size_t(rows) * std::size_t(cols);
+  p->cfg.stream = y.type == dtype::f32 &&
+                  use_streaming_stores(stores, elements * p->x_elem, elements * p->y_elem);
   // Tasks of about kTaskElements, in whole kernel tiles: the kernel takes short rows one vector
   // of rows at a time and long rows kRowGroup at a time (tuning.hpp).
   const std::size_t tile = p->cols <= kShortCols ? std::size_t(isa_lanes(kt->id)) : kRowGroup;

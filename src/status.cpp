@@ -14,6 +14,7 @@ const char* to_string(status_code code) noexcept {
     case status_code::unsupported_isa: return "unsupported_isa";
     case status_code::out_of_memory: return "out_of_memory";
     case status_code::internal_error: return "internal_error";
+    case status_code::unsupported_dtype: return "unsupported_dtype";
   }
   return "unknown";
 }

@@ -124,6 +124,7 @@ static void test_status(void) {
   CHECK(strcmp(simdnorm_status_string(SIMDNORM_UNSUPPORTED_ISA), "unsupported_isa") == 0);
   CHECK(strcmp(simdnorm_status_string(SIMDNORM_OUT_OF_MEMORY), "out_of_memory") == 0);
   CHECK(strcmp(simdnorm_status_string(SIMDNORM_INTERNAL_ERROR), "internal_error") == 0);
+  CHECK(strcmp(simdnorm_status_string(SIMDNORM_UNSUPPORTED_DTYPE), "unsupported_dtype") == 0);
   CHECK(strcmp(simdnorm_status_string((simdnorm_status)42), "unknown") == 0);
 }
 
@@ -478,6 +479,34 @@ static size_t key_group(size_t n, size_t c) { return n * 2 + c / 2; }
 
 /* BatchNorm (inference and training), GroupNorm, InstanceNorm and MeanVarianceNormalization on
  * a small NCHW tensor against float64 references, plus their parameter errors. */
+/* bf16 in, bf16 out: LayerNorm of rows {1, 2, 3, 4} and {10, 20, 30, 40} in bf16, and
+ * simdnorm_convert both ways. Values of the form k / sqrt(1.25) rounded to bf16 (8 bits). */
+static void test_bf16(void) {
+  const float xf[8] = {1, 2, 3, 4, 10, 20, 30, 40};
+  uint16_t xb[8], yb[8];
+  float y[8];
+  const int64_t shape[2] = {2, 4};
+  simdnorm_tensor_desc d;
+  CHECK(simdnorm_tensor_contiguous(&d, 2, shape) == SIMDNORM_OK);
+  CHECK(d.type == SIMDNORM_DTYPE_F32);
+  d.type = SIMDNORM_DTYPE_BF16;
+  CHECK(simdnorm_convert(xf, SIMDNORM_DTYPE_F32, xb, SIMDNORM_DTYPE_BF16, 8) == SIMDNORM_OK);
+  CHECK(xb[0] == 0x3f80 && xb[4] == 0x4120); /* 1.0 and 10.0 */
+  simdnorm_norm_args a = {0};
+  a.x = xb;
+  a.y = yb;
+  CHECK(simdnorm_layer_norm(&d, &d, NULL, &a, NULL) == SIMDNORM_OK);
+  CHECK(simdnorm_convert(yb, SIMDNORM_DTYPE_BF16, y, SIMDNORM_DTYPE_F32, 8) == SIMDNORM_OK);
+  for (int i = 0; i < 8; ++i) {
+    const float want = ((float)(i % 4) - 1.5f) / 1.118034f; /* (x - mean) / std, std = sqrt(1.25) */
+    CHECK(fabsf(y[i] - want) <= fabsf(want) / 256 + 1e-3f);
+  }
+  d.type = (simdnorm_dtype)9;
+  CHECK_FAILS(simdnorm_layer_norm(&d, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "type=9");
+  CHECK_FAILS(simdnorm_convert(xf, (simdnorm_dtype)9, y, SIMDNORM_DTYPE_F32, 8),
+              SIMDNORM_INVALID_ARGUMENT, "not a simdnorm::dtype");
+}
+
 static void test_channel_ops(void) {
   enum { N = 2, C = 4, H = 3, W = 5, HW = H * W, SIZE = N * C * HW };
   static float x[SIZE], y[SIZE], y2[SIZE];
@@ -603,6 +632,7 @@ int main(void) {
   test_layer_norm_paths();
   test_rms_norm();
   test_channel_ops();
+  test_bf16();
   printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
          simdnorm_isa_name(simdnorm_active_isa()), g_failures);
   return g_failures ? 1 : 0;

@@ -173,8 +173,8 @@ struct mean_variance_norm_params {
 /// Pointers for one run. Shapes and strides live in the plan; these must match them.
 /// y may alias x exactly (same pointer, same strides); any other overlap is an error.
 struct norm_args {
-  const float* x = nullptr;      ///< required
-  float* y = nullptr;            ///< required
+  const void* x = nullptr;       ///< required: elements of the x descriptor's dtype
+  void* y = nullptr;             ///< required: elements of the y descriptor's dtype
   const float* gamma = nullptr;  ///< optional scale over the normalized block (dense)
   const float* beta = nullptr;   ///< optional shift over the normalized block (not RMSNorm)
   float* mean = nullptr;         ///< optional output, one float per row (rows in row-major order)
@@ -257,5 +257,13 @@ class SIMDNORM_EXPORT plan {
                             const norm_args& args, executor* exec = nullptr) noexcept;
 SIMDNORM_OP_LIST(SIMDNORM_DECLARE_ONE_SHOT)
 #undef SIMDNORM_DECLARE_ONE_SHOT
+
+/// y[0, n) = x[0, n) converted from `x_type` to `y_type` with the conversions the kernels use at
+/// their loads and stores, on the selected ISA (one thread): exact into f32; round to nearest
+/// even into bf16 and f16, NaN kept (made quiet), +-Inf kept, f16 overflow to +-Inf, subnormals
+/// kept. x and y must not overlap unless x == y with equal types. Errors (nothing written):
+/// null pointers with n > 0, an unknown dtype, partial overlap, an ISA that cannot run.
+SIMDNORM_EXPORT status convert(const void* x, dtype x_type, void* y, dtype y_type,
+                               std::size_t n) noexcept;
 
 }  // namespace simdnorm

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "simdnorm/export.h"
+#include "simdnorm/dtype_list.h"
 #include "simdnorm/isa_list.h"
 #include "simdnorm/op_list.h"
 
@@ -42,6 +43,7 @@ typedef enum simdnorm_status {
   SIMDNORM_UNSUPPORTED_ISA = 4,    /**< an ISA not compiled in, or that this CPU cannot run */
   SIMDNORM_OUT_OF_MEMORY = 5,      /**< an allocation (plan handle, workspace) failed */
   SIMDNORM_INTERNAL_ERROR = 6,     /**< an executor threw, or another condition that is a bug */
+  SIMDNORM_UNSUPPORTED_DTYPE = 7,  /**< an element type (or x / y type pair) the op does not take */
   SIMDNORM_STATUS_MAX_ENUM = 0x7FFFFFFF /**< not a status: makes every enum here 32-bit, and
                                            any value 0..INT32_MAX valid to pass to C++ */
 } simdnorm_status;
@@ -100,15 +102,29 @@ SIMDNORM_EXPORT void simdnorm_reset_isa(void);
 
 #define SIMDNORM_MAX_DIMS 8
 
-/** Shape and strides of one tensor, in elements, outermost dimension first. */
+/** Element type of x and y (simdnorm/dtype_list.h); see simdnorm::dtype. */
+typedef enum simdnorm_dtype {
+#define SIMDNORM_DTYPE_C_ENUM(name, NAME, id, bytes) SIMDNORM_DTYPE_##NAME = id,
+  SIMDNORM_DTYPE_LIST(SIMDNORM_DTYPE_C_ENUM)
+#undef SIMDNORM_DTYPE_C_ENUM
+      SIMDNORM_DTYPE_MAX_ENUM = 0x7FFFFFFF /**< not a type (see SIMDNORM_STATUS_MAX_ENUM) */
+} simdnorm_dtype;
+
+/** Shape, strides (in elements, outermost dimension first) and element type of one tensor. A
+ * zero-initialized type is SIMDNORM_DTYPE_F32. */
 typedef struct simdnorm_tensor_desc {
   int32_t ndim;                       /**< 1..SIMDNORM_MAX_DIMS */
   int64_t shape[SIMDNORM_MAX_DIMS];   /**< positive */
   int64_t strides[SIMDNORM_MAX_DIMS]; /**< non-negative, in elements */
+  simdnorm_dtype type;                /**< element type of the tensor */
 } simdnorm_tensor_desc;
 
 /** Fills *d with a dense row-major tensor of `ndim` dims. SIMDNORM_INVALID_ARGUMENT when d or
  * shape is NULL or ndim is outside 1..SIMDNORM_MAX_DIMS (*d is then unchanged). */
+/** y[0, n) = x[0, n) converted between element types as the kernels do; see simdnorm::convert. */
+SIMDNORM_EXPORT simdnorm_status simdnorm_convert(const void* x, simdnorm_dtype x_type, void* y,
+                                                 simdnorm_dtype y_type, size_t n);
+
 SIMDNORM_EXPORT simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim,
                                                            const int64_t* shape);
 
@@ -201,8 +217,8 @@ typedef struct simdnorm_mean_variance_norm_params {
 /** Pointers for one run of a plan (see simdnorm::norm_args). Zero-initialize it and set what
  * you use. y may alias x exactly (in place). */
 typedef struct simdnorm_norm_args {
-  const float* x;     /**< required */
-  float* y;           /**< required */
+  const void* x;      /**< required; elements of the x descriptor's type */
+  void* y;            /**< required; elements of the y descriptor's type */
   const float* gamma; /**< optional scale over the normalized block */
   const float* beta;  /**< optional shift (LayerNorm only) */
   float* mean;        /**< optional per-row output (LayerNorm only) */

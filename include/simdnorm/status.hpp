@@ -15,6 +15,7 @@ enum class status_code : int {
   unsupported_isa = 4,     ///< an ISA that was not compiled in, or that this CPU cannot run
   out_of_memory = 5,       ///< the whole-op call could not allocate its workspace
   internal_error = 6,      ///< an executor threw, or another condition that is a bug
+  unsupported_dtype = 7,   ///< an element type (or pair of x and y types) the op does not take
 };
 
 /// Short, stable name of a code ("ok", "invalid_argument", ...).

@@ -49,6 +49,10 @@ struct part_range {
   std::int64_t k0, k1, s0, s1;
 };
 
+/// x and y of a channel plan's call: f32 (make_channel_plan refuses other types).
+inline const float* x_f32(const norm_args& a) { return static_cast<const float*>(a.x); }
+inline float* y_f32(const norm_args& a) { return static_cast<float*>(a.y); }
+
 struct channel_norm_plan final : plan_impl {
   ch_op op = ch_op::bn_inference;
   channel_geometry g;
@@ -59,7 +63,7 @@ struct channel_norm_plan final : plan_impl {
   running_rule running;            ///< BatchNorm training
   std::vector<float> folded;       ///< BatchNorm inference: scale[C] then shift[C]
   // aliasing
-  std::int64_t x_span = 0, y_span = 0;
+  std::int64_t x_span = 0, y_span = 0;  // bytes
   bool same_strides = false;
   // schedule (schedule.cpp)
   std::vector<phase_desc> phases;

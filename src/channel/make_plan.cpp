@@ -63,6 +63,11 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
                          std::shared_ptr<channel_norm_plan> p, const int* kd, int nk,
                          std::int64_t kept_channels, std::int64_t group, plan* out) {
   const char* name = op_name(p->op);
+  if (x.type != dtype::f32 || y.type != dtype::f32)
+    return status::error(status_code::unsupported_dtype,
+                         "%s: x is %s and y is %s; the channel ops take f32 only so far (bf16 "
+                         "and f16: layer_norm, rms_norm, lp_norm)",
+                         name, dtype_name(x.type), dtype_name(y.type));
   p->kept_channels = kept_channels;
   int rd[max_dims], nr = 0;
   for (int d = 0; d < x.ndim; ++d)
@@ -79,8 +84,8 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
   p->same_strides = true;
   for (int i = 0; i < x.ndim; ++i)
     if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_strides = false;
-  p->x_span = span_elements(x);
-  p->y_span = span_elements(y);
+  p->x_span = span_bytes(x);
+  p->y_span = span_bytes(y);
   const channel_geometry& g = p->g;
   if (g.columns) {
     p->units_total = std::size_t(g.B * (g.C / g.group));

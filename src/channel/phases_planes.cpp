@@ -11,12 +11,12 @@ namespace simdnorm::detail::channel {
 
 const float* channel_norm_plan::unit_x(const norm_args& a, std::size_t q) const {
   const std::int64_t b = std::int64_t(q) / g.U, u = std::int64_t(q) % g.U;
-  return a.x + b * g.xb + u * g.xu;
+  return x_f32(a) + b * g.xb + u * g.xu;
 }
 
 float* channel_norm_plan::unit_y(const norm_args& a, std::size_t q) const {
   const std::int64_t b = std::int64_t(q) / g.U, u = std::int64_t(q) % g.U;
-  return a.y + b * g.yb + u * g.yu;
+  return y_f32(a) + b * g.yb + u * g.yu;
 }
 
 /// Part j of a unit cut into n parts: ranges of whole segments when there are at least n
@@ -181,8 +181,8 @@ void channel_norm_plan::run_infer_planes(const norm_args& a, std::size_t begin,
       const std::int64_t k = std::int64_t(p) / g.U, u = std::int64_t(p) % g.U;
       const std::int64_t s0 = piece_bound(g.len, std::int64_t(i), std::int64_t(pieces));
       const std::int64_t s1 = piece_bound(g.len, std::int64_t(i + 1), std::int64_t(pieces));
-      j.x = a.x + k * g.xs + u * g.xu + s0;
-      j.y = a.y + k * g.ys + u * g.yu + s0;
+      j.x = x_f32(a) + k * g.xs + u * g.xu + s0;
+      j.y = y_f32(a) + k * g.ys + u * g.yu + s0;
       j.len = std::size_t(s1 - s0);
       j.scale = folded.data() + u;
       j.shift = folded.data() + g.U + u;
@@ -199,8 +199,8 @@ void channel_norm_plan::run_infer_planes(const norm_args& a, std::size_t begin,
   while (p < p1) {
     const std::int64_t k = std::int64_t(p) / g.U, u = std::int64_t(p) % g.U;
     plane_affine_job r = j;
-    r.x = a.x + k * g.xs + u * g.xu;
-    r.y = a.y + k * g.ys + u * g.yu;
+    r.x = x_f32(a) + k * g.xs + u * g.xu;
+    r.y = y_f32(a) + k * g.ys + u * g.yu;
     r.scale = folded.data() + u;
     r.shift = folded.data() + g.U + u;
     if (u != 0 || p1 - p < std::size_t(g.U)) {  // a partial row of units

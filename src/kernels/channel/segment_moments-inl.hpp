@@ -110,8 +110,8 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
       cw.span(j + 1, nk0, nk1, noff, npiece);
       SIMDNORM_UNROLL
       for (std::size_t r = 0; r < R; ++r)
-        pf[r] = {x[r] + std::ptrdiff_t(nk0) * stride + std::ptrdiff_t(noff), stride, nk1 - nk0,
-                 npiece, 0};
+        pf[r] = row_prefetcher::of(x[r] + std::ptrdiff_t(nk0) * stride + std::ptrdiff_t(noff),
+                                   stride, nk1 - nk0, npiece);
     }
 
     // Pass A: sum of (x - p); a segment's vectors go round-robin to 4 accumulators.

@@ -93,3 +93,14 @@ struct isa_hooks {
   static constexpr bool lane_tree = false;
   static constexpr bool paired_row_sums = false;
 };
+
+/// W 16-bit values in and out of the W 32-bit lanes of an integer vector (widen, narrow):
+/// defined per vector width by the ISA files (x86/, arm/convert-inl.hpp).
+template <std::size_t W>
+struct u16_lanes;
+
+/// The ISA's f16 <-> f32 conversion instructions for W lanes (load, store), where it has them.
+template <std::size_t W>
+struct f16_hardware {
+  static constexpr bool available = false;
+};

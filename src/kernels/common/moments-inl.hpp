@@ -45,9 +45,8 @@ inline constexpr float kUpScale = 0x1p100f;
 /// sum ((x - center) * scale)^2 / scale^2 over x[0, len), summed in float as pass B does (four
 /// accumulators per lane), scaled back in double: the sum of squares when the unscaled float
 /// sum overflows or underflows. Rare, so out of line.
-template <class V>
-SIMDNORM_COLD double scaled_sum_squares(const float* x, std::size_t len, float center,
-                                        float scale) {
+template <class V, class T>
+SIMDNORM_COLD double scaled_sum_squares(const T* x, std::size_t len, float center, float scale) {
   constexpr std::size_t W = V::size;
   const V vc(center), vs(scale);
   V q[4] = {V(0.f), V(0.f), V(0.f), V(0.f)};
@@ -74,8 +73,8 @@ SIMDNORM_COLD double scaled_sum_squares(const float* x, std::size_t len, float c
 
 /// Pass B's sum of squares around center, in double: the float sum q, or, where q overflowed
 /// (q is a sum of squares: only +Inf exceeds FLT_MAX, NaN does not), the scaled pass.
-template <class V>
-SIMDNORM_ALWAYS_INLINE double pass_b_sum(float q, const float* x, std::size_t len, float center) {
+template <class V, class T>
+SIMDNORM_ALWAYS_INLINE double pass_b_sum(float q, const T* x, std::size_t len, float center) {
   if (q > FLT_MAX) return scaled_sum_squares<V>(x, len, center, kDownScale);
   return double(q);
 }

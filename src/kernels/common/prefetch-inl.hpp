@@ -8,13 +8,27 @@
 /// reductions, the second pass over a chunk or a group's normalize. The default-constructed
 /// prefetcher does nothing.
 struct row_prefetcher {
-  const float* row = nullptr;
-  std::ptrdiff_t stride = 0;
-  std::size_t rows_left = 0, n = 0, i = 0;
+  const char* row = nullptr;
+  std::ptrdiff_t stride = 0;                // bytes
+  std::size_t rows_left = 0, n = 0, i = 0;  // n and i in bytes
+  std::size_t elem = sizeof(float);         // bytes per element
+
+  /// `rows` rows of n elements of type T, the first at `first`, `stride` elements apart.
+  template <class T>
+  static row_prefetcher of(const T* first, std::ptrdiff_t stride, std::size_t rows, std::size_t n) {
+    return {reinterpret_cast<const char*>(first),
+            stride * std::ptrdiff_t(sizeof(T)),
+            rows,
+            n * sizeof(T),
+            0,
+            sizeof(T)};
+  }
+
+  /// Advances by w elements; one prefetch per call.
   void step(std::size_t w) {
     if (rows_left == 0) return;
     __builtin_prefetch(row + i, 0, 2);
-    i += w;
+    i += w * elem;
     if (i >= n) {
       i = 0;
       row += stride;

@@ -1,74 +1,5 @@
-// Vector helpers shared by all kernels: loads, the I/O policy at the kernel edge, streaming
-// stores, lane masks and lane sums. Included after common/base-inl.hpp and the ISA files.
-
-template <class V>
-inline V load(const float* p) {
-  return V::load_unaligned(p);
-}
-
-/// Bytes a streaming store of V must be aligned to.
-template <class V>
-constexpr std::size_t stream_alignment() {
-  return V::size * sizeof(float);
-}
-
-/// Non-temporal store of a full vector to a stream_alignment()-aligned address where the ISA
-/// has one (x86); an ordinary store elsewhere.
-template <class V>
-inline void store_stream(float* p, const V& v) {
-#if defined(__AVX512F__)
-  if constexpr (V::size == 16) {
-    _mm512_stream_ps(p, v);
-    return;
-  }
-#endif
-#if defined(__AVX__)
-  if constexpr (V::size == 8) {
-    _mm256_stream_ps(p, v);
-    return;
-  }
-#endif
-#if defined(__SSE2__)
-  if constexpr (V::size == 4) {
-    _mm_stream_ps(p, v);
-    return;
-  }
-#endif
-  v.store_unaligned(p);
-}
-
-/// Orders streaming stores before whatever the thread does next (e.g. signalling completion).
-inline void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
-/// The I/O policy: how the kernels read x and write y, the tensors whose element type a caller
-/// chooses. Everything else (statistics, parameters, arithmetic) is f32. f32_io is the only
-/// policy today; another element type (bf16, fp16) is another policy of the same shape, whose
-/// loads convert to f32 vectors and whose stores convert back.
-struct f32_io {
-  using value_type = float;
-  template <class V>
-  static V load(const float* p) {
-    return V::load_unaligned(p);
-  }
-  static float load1(const float* p) { return *p; }
-  template <class V>
-  static void store(float* p, const V& v) {
-    v.store_unaligned(p);
-  }
-  /// Non-temporal store; p is stream_alignment<V>()-aligned.
-  template <class V>
-  static void stream(float* p, const V& v) {
-    store_stream<V>(p, v);
-  }
-  static void store1(float* p, float v) { *p = v; }
-};
-
-/// The policy the kernels of this build read x and write y with.
-using io = f32_io;
+// Vector helpers shared by all kernels: lane masks, lane sums, fused scalar steps, row tails.
+// Included after common/io-inl.hpp (the load / store edge).
 
 /// v - p, rounded once, as v * 1 - p on the FMA unit where there is one: the statistics pass
 /// issues one subtraction and one addition per vector, and on Zen 4 512-bit adds and FMAs go
@@ -134,12 +65,12 @@ inline void split_halves(const V& a, const V& b, V& lo, V& hi) {
 }
 
 /// Number of leading elements to store one by one before `p` is stream-aligned.
-template <class V>
-inline std::size_t elements_to_stream_alignment(const float* p, std::size_t n) {
+template <class V, class T>
+inline std::size_t elements_to_stream_alignment(const T* p, std::size_t n) {
   const std::size_t a = stream_alignment<V>();
   const std::size_t mis = reinterpret_cast<std::uintptr_t>(p) % a;
-  if (mis % sizeof(float) != 0) return n;  // not even float-aligned: never stream
-  const std::size_t head = mis == 0 ? 0 : (a - mis) / sizeof(float);
+  if (mis % sizeof(T) != 0) return n;  // not even element-aligned: never stream
+  const std::size_t head = mis == 0 ? 0 : (a - mis) / sizeof(T);
   return head < n ? head : n;
 }
 
@@ -162,8 +93,8 @@ inline void store_row(float* y, std::size_t n, FV f_vec, F1 f_one) {
 /// The vector of a row of n floats that ends at element n: its last m = n % V::size (or n, if
 /// n < V::size) elements sit in the top m lanes; for n < V::size the other lanes are zero
 /// (a padded copy, never a read outside the row).
-template <class V>
-inline V last_vector(const float* x, std::size_t n) {
+template <class V, class T>
+inline V last_vector(const T* x, std::size_t n) {
   constexpr std::size_t W = V::size;
   if (n >= W) return io::load<V>(x + n - W);
   alignas(64) float padded[W] = {};

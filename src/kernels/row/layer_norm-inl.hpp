@@ -22,8 +22,8 @@ struct layer_norm_stats {
 
   /// V::size short rows: vector-lane moments, rstd in float lanes. between_rows() runs after
   /// each row's sums (see rows_moments_short_f32).
-  template <class V, class Between = no_work_between_rows>
-  SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const float* const* xs,
+  template <class V, class TX, class Between = no_work_between_rows>
+  SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const TX* const* xs,
                                                 row_consts& k, row_prefetcher& pf,
                                                 Between between_rows = {}) {
     V hi, lo, m2;
@@ -41,8 +41,8 @@ struct layer_norm_stats {
   }
 
   /// R long rows: chunked moments in double, rstd rounded from double.
-  template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+  template <class V, std::size_t R, class TX>
+  static void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
                         std::size_t first, row_prefetcher& pf) {
     // Two rows at a time: 2 x 8 accumulators stay in the 32 registers of AVX-512, R = 4 would
     // spill them (on 16-register ISAs the two rows' accumulators alone fill the file).
@@ -64,10 +64,10 @@ struct layer_norm_stats {
   }
 };
 
-template <class V>
+template <class V, class TX, class TY>
 void layer_norm_rows(const row_norm_config& cfg, const row_block& blk) {
   if (cfg.compensated_mean)
-    row_norm_rows<V, layer_norm_stats<true>>(cfg, blk);
+    row_norm_rows<V, layer_norm_stats<true>, TX, TY>(cfg, blk);
   else
-    row_norm_rows<V, layer_norm_stats<false>>(cfg, blk);
+    row_norm_rows<V, layer_norm_stats<false>, TX, TY>(cfg, blk);
 }

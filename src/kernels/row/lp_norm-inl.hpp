@@ -20,8 +20,8 @@ struct lp_norm_stats {
   static constexpr bool centered = false;
 
   /// V::size short rows: the norms of all rows at once, rs in float lanes.
-  template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+  template <class V, class TX>
+  static void short_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
                          row_prefetcher& pf) {
     V sum;
     if constexpr (P == 1)
@@ -43,8 +43,8 @@ struct lp_norm_stats {
   }
 
   /// R long rows: norms in double, rs rounded from double.
-  template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+  template <class V, std::size_t R, class TX>
+  static void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
                         std::size_t first, row_prefetcher& pf) {
     for (std::size_t r = 0; r < R; ++r) {
       const double norm = P == 1 ? row_sum_abs_f32<V>(xs[r], cfg.cols, pf)
@@ -55,12 +55,12 @@ struct lp_norm_stats {
   }
 };
 
-template <class V>
+template <class V, class TX, class TY>
 void l1_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  row_norm_rows<V, lp_norm_stats<1>>(cfg, blk);
+  row_norm_rows<V, lp_norm_stats<1>, TX, TY>(cfg, blk);
 }
 
-template <class V>
+template <class V, class TX, class TY>
 void l2_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  row_norm_rows<V, lp_norm_stats<2>>(cfg, blk);
+  row_norm_rows<V, lp_norm_stats<2>, TX, TY>(cfg, blk);
 }

@@ -47,9 +47,9 @@ struct row_consts {
 
 /// Recomputes with Stats::long_rows (double, scaled sums) the rows of a short-row group whose
 /// float-lane statistics lost their value: lost(v[r]) for row r. Rare, so out of line.
-template <class Stats, class V, class Lost>
-SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const float* const* xs,
-                                   row_consts& k, const V& v, Lost lost) {
+template <class Stats, class V, class Lost, class TX>
+SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
+                                   const V& v, Lost lost) {
   alignas(64) float lanes[V::size];
   v.store_unaligned(lanes);
   row_prefetcher none;
@@ -57,24 +57,21 @@ SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const float* cons
     if (lost(lanes[r])) Stats::template long_rows<V, 1>(cfg, xs + r, k, r, none);
 }
 
+template <class TX>
 inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::size_t count,
                                 std::size_t n) {
-  row_prefetcher p;
-  if (first >= blk.rows) return p;
-  p.row = blk.x + std::ptrdiff_t(first) * blk.x_stride;
-  p.stride = blk.x_stride;
-  p.rows_left = blk.rows - first < count ? blk.rows - first : count;
-  p.n = n;
-  return p;
+  if (first >= blk.rows) return {};
+  return row_prefetcher::of(static_cast<const TX*>(blk.x) + std::ptrdiff_t(first) * blk.x_stride,
+                            blk.x_stride, blk.rows - first < count ? blk.rows - first : count, n);
 }
 
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
 /// goes through the same operations whatever R is: grouping never changes a bit.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
-SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
-                                                   const float* const* xs, float* const* ys,
-                                                   const row_consts& k, std::size_t first,
-                                                   row_prefetcher& pf_io) {
+template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R, class TX,
+          class TY>
+SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, const TX* const* xs,
+                                                   TY* const* ys, const row_consts& k,
+                                                   std::size_t first, row_prefetcher& pf_io) {
   constexpr std::size_t W = V::size;
   row_prefetcher pf = pf_io;  // a local copy stays in registers across the stores
   const std::size_t n = cfg.cols;
@@ -82,8 +79,8 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
   const float* b = cfg.beta;
   // Local copies of the row pointers: a vector store may alias anything, so pointers read
   // through xs / ys would be reloaded after every store (two extra loads per vector).
-  const float* xr[R];
-  float* yr[R];
+  const TX* xr[R];
+  TY* yr[R];
   SIMDNORM_UNROLL
   for (std::size_t r = 0; r < R; ++r) {
     xr[r] = xs[r];
@@ -148,14 +145,15 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg,
 }
 
 /// normalize_rows_inlined, left to the compiler to inline or call.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R>
-inline void normalize_rows(const row_norm_config& cfg, const float* const* xs, float* const* ys,
+template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R, class TX,
+          class TY>
+inline void normalize_rows(const row_norm_config& cfg, const TX* const* xs, TY* const* ys,
                            const row_consts& k, std::size_t first, row_prefetcher& pf) {
   normalize_rows_inlined<V, Centered, Gamma, Beta, Stream, R>(cfg, xs, ys, k, first, pf);
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
-inline void normalize_group(const row_norm_config& cfg, const float* const* xs, float* const* ys,
+template <class V, class Stats, bool Gamma, bool Beta, bool Stream, class TX, class TY>
+inline void normalize_group(const row_norm_config& cfg, const TX* const* xs, TY* const* ys,
                             const row_consts& k, std::size_t count, bool group,
                             row_prefetcher& pf) {
   constexpr bool kCentered = Stats::centered;
@@ -169,10 +167,11 @@ inline void normalize_group(const row_norm_config& cfg, const float* const* xs, 
 
 /// Points xs / ys at the `count` rows that start at row r0, then pads them to `padded`
 /// entries by repeating the last row.
+template <class TX, class TY>
 inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count, std::size_t padded,
-                       const float** xs, float** ys) {
-  const float* xr = blk.x + std::ptrdiff_t(r0) * blk.x_stride;
-  float* yr = blk.y + std::ptrdiff_t(r0) * blk.y_stride;
+                       const TX** xs, TY** ys) {
+  const TX* xr = static_cast<const TX*>(blk.x) + std::ptrdiff_t(r0) * blk.x_stride;
+  TY* yr = static_cast<TY*>(blk.y) + std::ptrdiff_t(r0) * blk.y_stride;
   for (std::size_t r = 0; r < padded; ++r) {
     xs[r] = xr;
     ys[r] = yr;
@@ -187,11 +186,11 @@ inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count, 
 /// group g's normalize runs between the rows of group g + 1's statistics (banner, Grouping).
 /// Two sets of row pointers and row constants alternate. The same operations as the phased
 /// path, so the same bits; y == x is fine, as a group's stores touch only its own rows.
-template <class V, class Stats, bool Gamma, bool Beta>
+template <class V, class Stats, bool Gamma, bool Beta, class TX, class TY>
 void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
-  const float* xs[2][W];
-  float* ys[2][W];
+  const TX* xs[2][W];
+  TY* ys[2][W];
   row_consts k[2];
   row_prefetcher none;
   const auto group_at = [&](std::size_t r0, std::size_t g) {
@@ -208,8 +207,8 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
     }
     if (r0 + W < blk.rows) {
       const std::size_t next = group_at(r0 + W, g ^ 1);
-      const float* const* xg = xs[g];
-      float* const* yg = ys[g];
+      const TX* const* xg = xs[g];
+      TY* const* yg = ys[g];
       const row_consts& kg = k[g];
       std::size_t calls = 0;
       Stats::template short_rows<V>(cfg, xs[g ^ 1], k[g ^ 1], none, [&]() SIMDNORM_LAMBDA_INLINE {
@@ -226,33 +225,33 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
   }
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Stream>
+template <class V, class Stats, bool Gamma, bool Beta, bool Stream, class TX, class TY>
 void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
   static_assert(W <= row_consts::capacity && kRowGroup <= row_consts::capacity);
   const std::size_t n = cfg.cols;
   // Grouping needs the rows of a group to share y's alignment when streaming.
   const bool same_alignment =
-      !Stream || (std::size_t(blk.y_stride) * sizeof(float)) % stream_alignment<V>() == 0;
-  const bool group = same_alignment && n * sizeof(float) * kRowGroup <= kGroupBytes;
+      !Stream || (std::size_t(blk.y_stride) * sizeof(TY)) % stream_alignment<V>() == 0;
+  const bool group = same_alignment && n * sizeof(TX) * kRowGroup <= kGroupBytes;
   const bool short_rows = n <= kShortCols;
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
   const bool rows_together =
       group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
   if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Stream)
     if (short_rows && n % W == 0) {
-      short_rows_overlapped<V, Stats, Gamma, Beta>(cfg, blk);
+      short_rows_overlapped<V, Stats, Gamma, Beta, TX, TY>(cfg, blk);
       return;
     }
   for (std::size_t r0 = 0; r0 < blk.rows; r0 += step) {
     const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
-    const float* xs[W > kRowGroup ? W : kRowGroup];
-    float* ys[W > kRowGroup ? W : kRowGroup];
+    const TX* xs[W > kRowGroup ? W : kRowGroup];
+    TY* ys[W > kRowGroup ? W : kRowGroup];
     row_consts k;
     point_rows(blk, r0, count, short_rows ? W : count, xs, ys);
     // Prefetch two short-row groups ahead (they are small), one long-row group ahead.
     row_prefetcher pf =
-        Stream ? next_rows(blk, r0 + (short_rows ? 2 : 1) * step, step, n) : row_prefetcher{};
+        Stream ? next_rows<TX>(blk, r0 + (short_rows ? 2 : 1) * step, step, n) : row_prefetcher{};
     if (short_rows)
       Stats::template short_rows<V>(cfg, xs, k, pf);
     else if (count == kRowGroup)
@@ -269,20 +268,31 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   if constexpr (Stream) stream_fence();
 }
 
-/// Entry point: picks the instantiation for the affine terms present and the store kind.
-template <class V, class Stats>
+/// Entry point: picks the instantiation for the affine terms present and the store kind. x
+/// holds TX and y TY elements (float, bf16_t, f16_t); plans ask for streaming stores only
+/// for float outputs.
+template <class V, class Stats, class TX, class TY>
 void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  const bool g = cfg.gamma != nullptr, b = cfg.beta != nullptr, s = cfg.stream;
+  const bool g = cfg.gamma != nullptr, b = cfg.beta != nullptr;
+  if constexpr (std::is_same_v<TY, float>) {
+    if (cfg.stream) {
+      if (g && b)
+        row_norm_rows_impl<V, Stats, true, true, true, TX, TY>(cfg, blk);
+      else if (g)
+        row_norm_rows_impl<V, Stats, true, false, true, TX, TY>(cfg, blk);
+      else if (b)
+        row_norm_rows_impl<V, Stats, false, true, true, TX, TY>(cfg, blk);
+      else
+        row_norm_rows_impl<V, Stats, false, false, true, TX, TY>(cfg, blk);
+      return;
+    }
+  }
   if (g && b)
-    s ? row_norm_rows_impl<V, Stats, true, true, true>(cfg, blk)
-      : row_norm_rows_impl<V, Stats, true, true, false>(cfg, blk);
+    row_norm_rows_impl<V, Stats, true, true, false, TX, TY>(cfg, blk);
   else if (g)
-    s ? row_norm_rows_impl<V, Stats, true, false, true>(cfg, blk)
-      : row_norm_rows_impl<V, Stats, true, false, false>(cfg, blk);
+    row_norm_rows_impl<V, Stats, true, false, false, TX, TY>(cfg, blk);
   else if (b)
-    s ? row_norm_rows_impl<V, Stats, false, true, true>(cfg, blk)
-      : row_norm_rows_impl<V, Stats, false, true, false>(cfg, blk);
+    row_norm_rows_impl<V, Stats, false, true, false, TX, TY>(cfg, blk);
   else
-    s ? row_norm_rows_impl<V, Stats, false, false, true>(cfg, blk)
-      : row_norm_rows_impl<V, Stats, false, false, false>(cfg, blk);
+    row_norm_rows_impl<V, Stats, false, false, false, TX, TY>(cfg, blk);
 }

@@ -17,8 +17,8 @@ struct rms_norm_stats {
   static constexpr bool centered = false;
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
-  template <class V>
-  static void short_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+  template <class V, class TX>
+  static void short_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
                          row_prefetcher& pf) {
     const V sq = row_lanes_sum<V>(
         xs, cfg.cols, [](V v, std::size_t) { return v; }, [](V s, V v) { return fma(v, v, s); },
@@ -32,8 +32,8 @@ struct rms_norm_stats {
                                       [&](float s) { return squares_lost(s, len_min); });
   }
 
-  template <class V, std::size_t R>
-  static void long_rows(const row_norm_config& cfg, const float* const* xs, row_consts& k,
+  template <class V, std::size_t R, class TX>
+  static void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
                         std::size_t first, row_prefetcher& pf) {
     for (std::size_t r = 0; r < R; ++r) {
       const double ms = row_sum_squares_f32<V>(xs[r], cfg.cols, pf) * cfg.inv_cols;
@@ -42,7 +42,7 @@ struct rms_norm_stats {
   }
 };
 
-template <class V>
+template <class V, class TX, class TY>
 void rms_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  row_norm_rows<V, rms_norm_stats>(cfg, blk);
+  row_norm_rows<V, rms_norm_stats, TX, TY>(cfg, blk);
 }

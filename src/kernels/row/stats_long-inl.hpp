@@ -16,8 +16,8 @@
 
 /// Float mean of the first min(n, V::size) values, as x[0] + mean(x - x[0]) (exact
 /// differences near the mean): the first chunk's shift.
-template <class V>
-inline float leading_mean(const float* x, std::size_t n) {
+template <class V, class TX>
+inline float leading_mean(const TX* x, std::size_t n) {
   constexpr std::size_t W = V::size;
   const float x0 = io::load1(x);
   if (n < W) return x0;
@@ -27,8 +27,8 @@ inline float leading_mean(const float* x, std::size_t n) {
 /// Moments of R rows of length n at once. Each row goes through exactly the operations of
 /// the R = 1 case; interleaving only lets the rows' dependent chains and scalar tails overlap.
 /// Results are bitwise independent of R.
-template <class V, bool Shift, std::size_t R>
-inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* out,
+template <class V, bool Shift, std::size_t R, class TX>
+inline void rows_moments_f32(const TX* const* x, std::size_t n, moments_f64* out,
                              row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   float p[R];
@@ -53,7 +53,7 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
     for (; i + 4 * W <= len; i += 4 * W) {
       SIMDNORM_UNROLL
       for (std::size_t r = 0; r < R; ++r) {
-        const float* c = x[r] + start + i;
+        const TX* c = x[r] + start + i;
         const V vp(p[r]);
         SIMDNORM_UNROLL
         for (std::size_t k = 0; k < 4; ++k) {
@@ -74,7 +74,7 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
     }
     SIMDNORM_UNROLL
     for (std::size_t r = 0; r < R; ++r) {
-      const float* c = x[r] + start;
+      const TX* c = x[r] + start;
       float s1 = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3]));
       float s2 = hadd((q[r][0] + q[r][1]) + (q[r][2] + q[r][3]));
       for (std::size_t k = i; k < len; ++k) {
@@ -128,14 +128,14 @@ inline void rows_moments_f32(const float* const* x, std::size_t n, moments_f64* 
 /// tail term, and chunk_total(q, c, len) turns a chunk's float sum q into its value in double:
 /// the place where a sum that lost its value (overflow, underflow) is summed again, once per
 /// chunk and off the element loop.
-template <class V, class Acc, class Term1, class ChunkTotal>
-inline double row_chunked_sum_f32(const float* x, std::size_t n, row_prefetcher& pf, Acc acc,
+template <class V, class TX, class Acc, class Term1, class ChunkTotal>
+inline double row_chunked_sum_f32(const TX* x, std::size_t n, row_prefetcher& pf, Acc acc,
                                   Term1 term1, ChunkTotal chunk_total) {
   constexpr std::size_t W = V::size;
   double total = 0.0;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
-    const float* c = x + start;
+    const TX* c = x + start;
     V q0(0.f), q1(0.f), q2(0.f), q3(0.f);
     std::size_t i = 0;
     for (; i + 4 * W <= len; i += 4 * W) {
@@ -156,12 +156,12 @@ inline double row_chunked_sum_f32(const float* x, std::size_t n, row_prefetcher&
 /// Sum of squares of one row. A chunk whose float sum overflowed (|x| beyond about 1e19) or
 /// underflowed (|x| below about 1e-19) is summed again with the values scaled by a power of two
 /// (squares_lost, scaled_sum_squares).
-template <class V>
-inline double row_sum_squares_f32(const float* x, std::size_t n, row_prefetcher& pf) {
+template <class V, class TX>
+inline double row_sum_squares_f32(const TX* x, std::size_t n, row_prefetcher& pf) {
   return row_chunked_sum_f32<V>(
       x, n, pf, [](V q, V v) SIMDNORM_LAMBDA_INLINE { return fma(v, v, q); },
       [](float v) { return v * v; },
-      [](float q, const float* c, std::size_t len) SIMDNORM_LAMBDA_INLINE {
+      [](float q, const TX* c, std::size_t len) SIMDNORM_LAMBDA_INLINE {
         if (__builtin_expect(squares_lost(q, float(len) * FLT_MIN), 0))
           return scaled_sum_squares<V>(c, len, 0.f, q > FLT_MAX ? kDownScale : kUpScale);
         return double(q);
@@ -176,19 +176,20 @@ SIMDNORM_ALWAYS_INLINE V abs_value(const V& v) {
 
 /// Sum of |x| of x[0, len) in double: the chunk sum of row_sum_abs_f32 when its float sum
 /// overflowed (|x| beyond about FLT_MAX / kMomentChunk). Rare, so out of line.
-SIMDNORM_COLD inline double sum_abs_f64(const float* x, std::size_t len) {
+template <class TX>
+SIMDNORM_COLD double sum_abs_f64(const TX* x, std::size_t len) {
   double s = 0.0;
   for (std::size_t i = 0; i < len; ++i) s += __builtin_fabs(double(io::load1(x + i)));
   return s;
 }
 
 /// Sum of |x| of one row.
-template <class V>
-inline double row_sum_abs_f32(const float* x, std::size_t n, row_prefetcher& pf) {
+template <class V, class TX>
+inline double row_sum_abs_f32(const TX* x, std::size_t n, row_prefetcher& pf) {
   return row_chunked_sum_f32<V>(
       x, n, pf, [](V q, V v) SIMDNORM_LAMBDA_INLINE { return q + abs_value(v); },
       [](float v) { return __builtin_fabsf(v); },
-      [](float q, const float* c, std::size_t len) {
+      [](float q, const TX* c, std::size_t len) {
         return q > FLT_MAX ? sum_abs_f64(c, len) : double(q);
       });
 }

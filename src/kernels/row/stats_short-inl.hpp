@@ -14,8 +14,8 @@
 /// tail. The accumulators are then reduced for all rows at once (lane_sums). Each row's result
 /// depends only on its own values and n. The first step also steps `pf` once per row, so
 /// prefetches are spread among the loads rather than bunched after the pass.
-template <class V, class Dev, class Acc>
-inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc, row_prefetcher& pf) {
+template <class V, class TX, class Dev, class Acc>
+inline V row_lanes_sum(const TX* const* x, std::size_t n, Dev dev, Acc acc, row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   const std::size_t full = n / W * W;
   V s[W];
@@ -51,9 +51,8 @@ inline V row_lanes_sum(const float* const* x, std::size_t n, Dev dev, Acc acc, r
 /// row_lanes_sum. Row r's deviations alternate between the FMA unit (shift_sub, even r) and the
 /// adder (odd r), so that each of the two takes 1.5 operations per vector, not one 2 and the
 /// other 1. Both give the same bits.
-template <class V>
-inline V shifted_sums_half(const float* const* x, std::size_t n, const float* p,
-                           row_prefetcher& pf) {
+template <class V, class TX>
+inline V shifted_sums_half(const TX* const* x, std::size_t n, const float* p, row_prefetcher& pf) {
   constexpr std::size_t W = V::size, H = W / 2;
   const std::size_t full = n / W * W;
   V s[W], vp[H];
@@ -113,9 +112,9 @@ struct no_work_between_rows {
 /// repeating a row), so a row's bits do not depend on its position in the batch.
 /// between_rows, when given, runs after each row's S1 / S2 (rows of whole vectors, on ISAs
 /// with isa_hooks<V>::paired_row_sums); it changes the order of the work, never a bit.
-template <class V, bool Shift, class Between = no_work_between_rows>
-SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const float* const* x, std::size_t n, V& hi,
-                                                   V& lo, V& m2, row_prefetcher& pf,
+template <class V, bool Shift, class Between = no_work_between_rows, class TX = float>
+SIMDNORM_ALWAYS_INLINE void rows_moments_short_f32(const TX* const* x, std::size_t n, V& hi, V& lo,
+                                                   V& m2, row_prefetcher& pf,
                                                    [[maybe_unused]] Between between_rows = {}) {
   constexpr std::size_t W = V::size;
   alignas(64) float p[W];

@@ -81,14 +81,14 @@ struct isa_hooks<avx512_vector> {
   /// lane_sums' reduction tree as soon as both are summed, so only a few vectors stay live
   /// beside the caller's. The operations are those of shifted_sums_half and lane_sums, so the
   /// bits are the same. x is read through IO, the kernels' load policy (common/vec-inl.hpp).
-  template <class IO, class Between>
-  SIMDNORM_ALWAYS_INLINE static avx512_vector shifted_sums_half_paired(const float* const* x,
+  template <class IO, class Between, class TX>
+  SIMDNORM_ALWAYS_INLINE static avx512_vector shifted_sums_half_paired(const TX* const* x,
                                                                        std::size_t n,
                                                                        const float* p,
                                                                        Between between_rows) {
     const auto sums = [&](std::size_t r, __m512& a, __m512& q) SIMDNORM_LAMBDA_INLINE {
       const __m512 vp = _mm512_set1_ps(p[r]);
-      const float* xr = x[r];
+      const TX* xr = x[r];
       a = _mm512_setzero_ps();
       q = _mm512_setzero_ps();
       for (std::size_t i = 0; i < n; i += 16) {

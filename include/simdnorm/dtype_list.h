@@ -1,0 +1,21 @@
+/* simdnorm: the element types of x and y, written once.
+ *
+ * The C++ and C enums, dtype_name / dtype_size and the kernel tables' type axes come from this
+ * table. Statistics, parameters (gamma, beta), mean / rstd outputs and running statistics are
+ * f32 whatever the element type; x and y are converted at the kernels' load / store edge.
+ *
+ * X(name, NAME, id, bytes):
+ *   name   enum value (simdnorm::dtype::name) and the name dtype_name returns
+ *   NAME   the same in capitals, for the C enum (SIMDNORM_DTYPE_<NAME>)
+ *   id     stable integer value of both enums
+ *   bytes  size of one element
+ */
+#ifndef SIMDNORM_DTYPE_LIST_H
+#define SIMDNORM_DTYPE_LIST_H
+
+#define SIMDNORM_DTYPE_LIST(X) \
+  X(f32, F32, 0, 4)            \
+  X(bf16, BF16, 1, 2)          \
+  X(f16, F16, 2, 2)
+
+#endif /* SIMDNORM_DTYPE_LIST_H */

@@ -1,0 +1,261 @@
+// The kernels' load / store edge: the io policy through which every kernel reads x and writes
+// y, whatever their element type (float, bf16_t, f16_t); streaming stores; and the element
+// conversions f32 <-> bf16 and f32 <-> f16 (IEEE binary16), one element (the reference) and
+// one vector of V::size elements. Included after common/base-inl.hpp and the ISA files.
+//
+// Contract, on every ISA and bit for bit the same: loads are exact (every bf16 and f16 value is
+// a float); stores round to nearest even; NaN stays NaN, made quiet with its top payload bits
+// kept (as x86's vcvtps2ph / vcvtneps2bf16 and AArch64's fcvt do); +-Inf stays +-Inf; f16
+// results beyond 65504 (from 65520 on) become +-Inf; subnormal inputs and outputs are kept.
+// Vector paths: f16 in hardware where the ISA has it (AVX-512F vcvtph2ps / vcvtps2ph, F16C on
+// the AVX2 unit, AArch64 fcvtl / fcvtn); bf16 and the other f16 paths in integer SIMD (widen
+// and narrow per ISA in x86/convert-inl.hpp and arm/convert-inl.hpp, the arithmetic here).
+// tests/test_convert.cpp checks every one of the 65536 16-bit patterns and rounding cases of
+// f32 against the one-element reference on each ISA.
+
+template <class V>
+inline V load(const float* p) {
+  return V::load_unaligned(p);
+}
+
+// ---- streaming stores ----------------------------------------------------------------------
+
+/// Bytes a streaming store of V must be aligned to.
+template <class V>
+constexpr std::size_t stream_alignment() {
+  return V::size * sizeof(float);
+}
+
+/// Non-temporal store of a full vector to a stream_alignment()-aligned address where the ISA
+/// has one (x86); an ordinary store elsewhere.
+template <class V>
+inline void store_stream(float* p, const V& v) {
+#if defined(__AVX512F__)
+  if constexpr (V::size == 16) {
+    _mm512_stream_ps(p, v);
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (V::size == 8) {
+    _mm256_stream_ps(p, v);
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (V::size == 4) {
+    _mm_stream_ps(p, v);
+    return;
+  }
+#endif
+  v.store_unaligned(p);
+}
+
+/// Orders streaming stores before whatever the thread does next (e.g. signalling completion).
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// ---- one element: the reference -----------------------------------------------------------
+
+SIMDNORM_ALWAYS_INLINE std::uint32_t bits_of(float f) {
+  std::uint32_t b;
+  __builtin_memcpy(&b, &f, sizeof b);
+  return b;
+}
+SIMDNORM_ALWAYS_INLINE float float_of(std::uint32_t b) {
+  float f;
+  __builtin_memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+inline float to_f32(bf16_t h) { return float_of(std::uint32_t(h.bits) << 16); }
+
+inline bf16_t to_bf16(float f) {
+  const std::uint32_t b = bits_of(f);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return {std::uint16_t((b >> 16) | 0x40u)};  // quiet NaN
+  return {std::uint16_t((b + 0x7fffu + ((b >> 16) & 1u)) >> 16)};  // RNE; overflow gives Inf
+}
+
+inline float to_f32(f16_t h) {
+  const std::uint32_t sign = std::uint32_t(h.bits & 0x8000u) << 16;
+  const std::uint32_t e = (h.bits >> 10) & 0x1fu, m = h.bits & 0x3ffu;
+  if (e == 0x1f) return float_of(sign | 0x7f800000u | (m << 13) | (m != 0 ? 0x400000u : 0u));
+  if (e == 0) return float_of(sign | bits_of(float(m) * 0x1p-24f));  // zero or subnormal: exact
+  return float_of(sign | ((e + 112) << 23) | (m << 13));
+}
+
+// f32 -> f16, round to nearest even (F. Giesen's float_to_half_fast3_rtne): subnormal results
+// come from one float addition whose rounding is the one wanted; normal ones from an integer
+// rounding of the mantissa.
+inline f16_t to_f16(float f) {
+  const std::uint32_t b = bits_of(f), sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return {std::uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu))};  // NaN
+  if (a >= 0x477ff000u) return {std::uint16_t(sign | 0x7c00u)};  // >= 65520: Inf
+  if (a < 0x38800000u)                                           // below 2^-14: subnormal
+    return {std::uint16_t(sign | (bits_of(float_of(a) + 0.5f) - 0x3f000000u))};
+  const std::uint32_t odd = (a >> 13) & 1u;
+  return {std::uint16_t(sign | ((a + 0xc8000fffu + odd) >> 13))};  // rebias: (15 - 127) << 23
+}
+
+inline float to_f32(float f) { return f; }
+template <class T>
+inline T from_f32(float f);
+template <>
+inline float from_f32<float>(float f) {
+  return f;
+}
+template <>
+inline bf16_t from_f32<bf16_t>(float f) {
+  return to_bf16(f);
+}
+template <>
+inline f16_t from_f32<f16_t>(float f) {
+  return to_f16(f);
+}
+
+// ---- vectors -------------------------------------------------------------------------------
+// For xsimd vectors: the integer vector of the same width, and the ISA's widen (W uint16 ->
+// W uint32 lanes) and narrow (the low 16 bits of each lane -> W uint16), from the ISA files.
+
+template <class V>
+struct vector_ints {
+  using type = xsimd::batch<std::uint32_t, typename V::arch_type>;
+};
+
+template <class VI>
+SIMDNORM_ALWAYS_INLINE VI widen_u16(const std::uint16_t* p) {
+  return VI(u16_lanes<VI::size>::widen(p));
+}
+template <class VI>
+SIMDNORM_ALWAYS_INLINE void narrow_u16(std::uint16_t* p, const VI& v) {
+  u16_lanes<VI::size>::narrow(p, v);
+}
+
+/// W bf16 -> W floats: the bits shifted into the top half.
+template <class V>
+SIMDNORM_ALWAYS_INLINE V load_bf16(const bf16_t* p) {
+  if constexpr (V::size == 1) {
+    return V(to_f32(*p));
+  } else {
+    using VI = typename vector_ints<V>::type;
+    const VI w = widen_u16<VI>(reinterpret_cast<const std::uint16_t*>(p));
+    return xsimd::bitwise_cast<V>(w << 16);
+  }
+}
+
+/// W floats -> W bf16, as to_bf16 lane by lane.
+template <class V>
+SIMDNORM_ALWAYS_INLINE void store_bf16(bf16_t* p, const V& v) {
+  if constexpr (V::size == 1) {
+    *p = to_bf16(v.v);
+  } else {
+    using VI = typename vector_ints<V>::type;
+    const VI b = xsimd::bitwise_cast<VI>(v);
+    const VI rounded = (b + VI(0x7fffu) + ((b >> 16) & VI(1u))) >> 16;
+    const auto nan = (b & VI(0x7fffffffu)) > VI(0x7f800000u);
+    narrow_u16<VI>(reinterpret_cast<std::uint16_t*>(p),
+                   xsimd::select(nan, (b >> 16) | VI(0x40u), rounded));
+  }
+}
+
+/// W f16 -> W floats, as to_f32 lane by lane, in integer SIMD (ISAs without conversions).
+template <class V>
+SIMDNORM_ALWAYS_INLINE V load_f16_soft(const f16_t* p) {
+  using VI = typename vector_ints<V>::type;
+  const VI h = widen_u16<VI>(reinterpret_cast<const std::uint16_t*>(p));
+  const VI sign = (h & VI(0x8000u)) << 16, mag = (h & VI(0x7fffu)) << 13;
+  const VI e = mag & VI(0x0f800000u);
+  const VI normal = mag + VI(112u << 23);
+  const VI special = (normal + VI(112u << 23)) | xsimd::select(mag != e, VI(0x400000u), VI(0u));
+  // subnormal: (mantissa as a normal float with exponent 113 minus 2^-14) is exact
+  const V sub = xsimd::bitwise_cast<V>(mag + VI(113u << 23)) - V(0x1p-14f);
+  VI r = xsimd::select(e == VI(0x0f800000u), special, normal);
+  r = xsimd::select(e == VI(0u), xsimd::bitwise_cast<VI>(sub), r);
+  return xsimd::bitwise_cast<V>(r | sign);
+}
+
+/// W floats -> W f16, as to_f16 lane by lane, in integer SIMD.
+template <class V>
+SIMDNORM_ALWAYS_INLINE void store_f16_soft(f16_t* p, const V& v) {
+  using VI = typename vector_ints<V>::type;
+  const VI b = xsimd::bitwise_cast<VI>(v);
+  const VI sign = (b >> 16) & VI(0x8000u), a = b & VI(0x7fffffffu);
+  const VI nan = VI(0x7e00u) | ((a >> 13) & VI(0x3ffu));
+  const VI sub = xsimd::bitwise_cast<VI>(xsimd::bitwise_cast<V>(a) + V(0.5f)) - VI(0x3f000000u);
+  const VI normal = (a + VI(0xc8000fffu) + ((a >> 13) & VI(1u))) >> 13;
+  VI r = xsimd::select(a < VI(0x38800000u), sub, normal);
+  r = xsimd::select(a >= VI(0x477ff000u), VI(0x7c00u), r);
+  r = xsimd::select(a > VI(0x7f800000u), nan, r);
+  narrow_u16<VI>(reinterpret_cast<std::uint16_t*>(p), r | sign);
+}
+
+/// The I/O policy: how the kernels read x and write y, whose element type the caller chooses
+/// (float, bf16_t, f16_t). Everything else (statistics, parameters, arithmetic) is f32.
+struct io {
+  template <class V>
+  static V load(const float* p) {
+    return V::load_unaligned(p);
+  }
+  template <class V>
+  static V load(const bf16_t* p) {
+    return load_bf16<V>(p);
+  }
+  template <class V>
+  static V load(const f16_t* p) {
+    if constexpr (V::size == 1)
+      return V(to_f32(*p));
+    else if constexpr (f16_hardware<V::size>::available)
+      return V(f16_hardware<V::size>::load(reinterpret_cast<const std::uint16_t*>(p)));
+    else
+      return load_f16_soft<V>(p);
+  }
+  template <class T>
+  static float load1(const T* p) {
+    return to_f32(*p);
+  }
+
+  template <class V>
+  static void store(float* p, const V& v) {
+    v.store_unaligned(p);
+  }
+  template <class V>
+  static void store(bf16_t* p, const V& v) {
+    store_bf16<V>(p, v);
+  }
+  template <class V>
+  static void store(f16_t* p, const V& v) {
+    if constexpr (V::size == 1)
+      *p = to_f16(v.v);
+    else if constexpr (f16_hardware<V::size>::available)
+      f16_hardware<V::size>::store(reinterpret_cast<std::uint16_t*>(p), v);
+    else
+      store_f16_soft<V>(p, v);
+  }
+  /// Non-temporal store of a full vector; p is stream_alignment<V, T>()-aligned.
+  template <class V, class T>
+  static void stream(T* p, const V& v) {
+    if constexpr (std::is_same_v<T, float>)
+      store_stream<V>(p, v);
+    else
+      store(p, v);  // 16-bit outputs: plans do not ask for streaming stores
+  }
+  template <class T>
+  static void store1(T* p, float v) {
+    *p = from_f32<T>(v);
+  }
+};
+
+/// y[0, n) = x[0, n) converted from TX to TY through the io policy (simdnorm::convert): the
+/// same conversions as the kernels' loads and stores, so it shows what they do.
+template <class V, class TX, class TY>
+void convert_elements(const void* x_in, void* y_out, std::size_t n) {
+  constexpr std::size_t W = V::size;
+  const TX* x = static_cast<const TX*>(x_in);
+  TY* y = static_cast<TY*>(y_out);
+  std::size_t i = 0;
+  for (; i + W <= n; i += W) io::store(y + i, io::template load<V>(x + i));
+  for (; i < n; ++i) io::store1(y + i, io::load1(x + i));
+}
