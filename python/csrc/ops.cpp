@@ -4,7 +4,7 @@
 // plan from a small LRU cache (or makes it) and executes it on an executor that hands the tasks
 // to at::parallel_for, so torch.set_num_threads governs the threads. Forward only: the
 // operators have no autograd formula and refuse inputs that require grad in grad mode (the
-// Python modules fall back to PyTorch when a graph is needed).
+// Python modules and simdnorm_torch.normalize fall back to PyTorch when a graph is needed).
 //
 // BatchNorm inference folds the running statistics, gamma and beta into the plan. Its cache
 // entries keep a copy of those values and are compared with the tensors' current contents on
@@ -16,11 +16,13 @@
 #include <ATen/ops/empty_like.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <pybind11/pybind11.h>
 #include <torch/library.h>
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <list>
 #include <mutex>
 #include <string>
@@ -57,7 +59,7 @@ torch_executor& executor() {
 
 // ---- plan cache -----------------------------------------------------------------------------
 
-enum class op_id : int64_t { layer_norm, rms_norm, batch_norm, group_norm, instance_norm };
+enum class op_id : int64_t { layer_norm, rms_norm, batch_norm, group_norm, instance_norm, lp_norm };
 
 // The bytes of a key: the op, both tensor descriptors and the parameters.
 class key_builder {
@@ -263,16 +265,19 @@ int64_t check_normalized_shape(const Tensor& x, at::IntArrayRef normalized_shape
   return numel;
 }
 
-// The ops whose plans depend on shapes and parameters only (all but BatchNorm): `extra` is the
-// parameter besides eps that the plan depends on; gamma and beta have `affine_numel` entries.
+// The ops whose plans depend on shapes and parameters only (all but BatchNorm): `extra` are the
+// parameters besides eps that the plan depends on; gamma and beta have `affine_numel` entries.
 template <class Params>
-Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params, int64_t extra,
-                 const optional<Tensor>& weight, const optional<Tensor>& bias,
-                 int64_t affine_numel) {
+Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params,
+                 std::initializer_list<int64_t> extra, const optional<Tensor>& weight,
+                 const optional<Tensor>& bias, int64_t affine_numel) {
   Tensor y = output_like(x);
   if (x.numel() == 0) return y;  // plans want positive sizes; there is nothing to compute
   const auto xd = desc_of(x), yd = desc_of(y);
-  std::string key = key_builder(id).add(xd).add(yd).add(extra).add(params.eps).take();
+  key_builder kb(id);
+  kb.add(xd).add(yd);
+  for (int64_t v : extra) kb.add(v);
+  std::string key = kb.add(params.eps).take();
   simdnorm::plan plan = cache().get(
       key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
   simdnorm::norm_args args;
@@ -293,7 +298,7 @@ Tensor row_norm(op_id id, const char* op, const Tensor& x, at::IntArrayRef norma
   Params params;
   params.normalized_ndim = static_cast<int>(normalized_shape.size());
   params.eps = static_cast<float>(eps);
-  return run_plain(id, op, x, params, params.normalized_ndim, weight, bias, row);
+  return run_plain(id, op, x, params, {params.normalized_ndim}, weight, bias, row);
 }
 
 Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optional<Tensor>& weight,
@@ -449,7 +454,7 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& w
   simdnorm::group_norm_params params;
   params.num_groups = static_cast<int>(num_groups);
   params.eps = static_cast<float>(eps);
-  return run_plain(op_id::group_norm, op, x, params, num_groups, weight, bias, c);
+  return run_plain(op_id::group_norm, op, x, params, {num_groups}, weight, bias, c);
 }
 
 Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias,
@@ -459,7 +464,24 @@ Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight, const opti
   const int64_t c = channels_of(x, op);
   simdnorm::instance_norm_params params;
   params.eps = static_cast<float>(eps);
-  return run_plain(op_id::instance_norm, op, x, params, 0, weight, bias, c);
+  return run_plain(op_id::instance_norm, op, x, params, {}, weight, bias, c);
+}
+
+// torch.nn.functional.normalize(x, p, dim, eps): y = x / max(||x||_p, eps) along dim, for
+// p = 1 or 2 and a dim the plan takes as rows (every dim after it of size 1, the row dense).
+Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
+  constexpr const char* op = "normalize";
+  check_input(x, op);
+  const int64_t axis = c10::maybe_wrap_dim(dim, x.dim());  // IndexError out of range, as torch
+  TORCH_CHECK(p == 1.0 || p == 2.0, "simdnorm.", op, ": p=", p,
+              " is not supported; simdnorm's Lp plan takes p = 1 or 2");
+  if (x.dim() == 0) return normalize(x.reshape({1}), p, 0, eps).reshape({});  // a 1-element row
+  simdnorm::lp_norm_params params;
+  params.axis = static_cast<int>(axis);
+  params.p = static_cast<int>(p);
+  params.eps = static_cast<float>(eps);  // as PyTorch's clamp_min on a float32 tensor
+  return run_plain(op_id::lp_norm, op, x, params, {axis, int64_t{params.p}}, c10::nullopt,
+                   c10::nullopt, 0);
 }
 
 // ---- autograd ---------------------------------------------------------------------------------
@@ -517,6 +539,12 @@ Tensor instance_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
   return instance_norm(x, weight, bias, eps);
 }
 
+Tensor normalize_autograd(const Tensor& x, double p, int64_t dim, double eps) {
+  check_no_grad("normalize", x);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return normalize(x, p, dim, eps);
+}
+
 }  // namespace
 }  // namespace simdnorm_torch
 
@@ -537,6 +565,7 @@ TORCH_LIBRARY(simdnorm, m) {
   m.def(
       "instance_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, "
       "float eps=1e-05) -> Tensor");
+  m.def("normalize(Tensor input, float p=2., int dim=1, float eps=1e-12) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
@@ -545,6 +574,7 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("batch_norm", &simdnorm_torch::batch_norm);
   m.impl("group_norm", &simdnorm_torch::group_norm);
   m.impl("instance_norm", &simdnorm_torch::instance_norm);
+  m.impl("normalize", &simdnorm_torch::normalize);
 }
 
 TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
@@ -553,6 +583,7 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("batch_norm", &simdnorm_torch::batch_norm_autograd);
   m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
   m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);
+  m.impl("normalize", &simdnorm_torch::normalize_autograd);
 }
 
 PYBIND11_MODULE(_C, m) {
@@ -568,4 +599,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "kernel_isa", [] { return std::string(simdnorm::isa_name(simdnorm::active_isa())); },
       "The ISA whose kernels new plans use.");
+  m.def(
+      "kernel_lanes", [] { return simdnorm::isa_lanes(simdnorm::active_isa()); },
+      "float32 lanes of that ISA's vectors (the tests' error bounds depend on them).");
 }

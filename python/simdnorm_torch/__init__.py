@@ -1,8 +1,9 @@
 """simdnorm's SIMD normalization kernels inside PyTorch (CPU, float32, forward).
 
 Importing this package registers the operators ``torch.ops.simdnorm.layer_norm``,
-``rms_norm``, ``batch_norm``, ``group_norm`` and ``instance_norm`` and provides drop-in
-modules and :func:`convert`, which swaps the normalization modules of a model in place::
+``rms_norm``, ``batch_norm``, ``group_norm``, ``instance_norm`` and ``normalize`` and provides
+drop-in modules, :func:`normalize` (torch.nn.functional.normalize) and :func:`convert`, which
+swaps the normalization modules of a model in place::
 
     import simdnorm_torch
     report = simdnorm_torch.convert(model)
@@ -15,6 +16,7 @@ The operators run on PyTorch's intra-op threads (``torch.set_num_threads``).
 import torch  # loads libtorch before the extension needs it
 
 from . import _C
+from .functional import normalize
 from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, ConvertReport, GroupNorm,
                       InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm,
                       convert, fallback_counts)
@@ -29,6 +31,6 @@ ops = torch.ops.simdnorm
 __all__ = [
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "ConvertReport", "GroupNorm",
     "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm",
-    "cache_info", "clear_cache", "convert", "fallback_counts", "kernel_isa", "ops",
+    "cache_info", "clear_cache", "convert", "fallback_counts", "kernel_isa", "normalize", "ops",
     "set_cache_capacity",
 ]

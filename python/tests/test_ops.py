@@ -5,7 +5,24 @@ SIMD lanes merged with Chan's formula; PyTorch: its own vectorized reductions), 
 by a few float32 roundings of the statistics, amplified by gamma / std. For the sizes here
 (<= 4096 elements per statistic) that stays below 2e-5 of the output's scale (max |y|); the
 running statistics below 1e-5 relative (the unbiased variance is rounded once more).
+
+normalize (Lp, y = x / max(||x||_p, eps)) has per-element bounds, relative to |y| (first order
+in u = 2^-24). Its norm is a float sum of n non-negative terms, which has no cancellation: the
+sum's relative error is at most u times the number of roundings on its longest chain. simdnorm's
+chains have D = ceil(min(n, 2048) / W) + log2(W) + 2 roundings for a kernel of W lanes
+(_C.kernel_lanes(); one chain per lane, 2048-element chunks added in double, a log2(W) tree;
+tests/reference.hpp, sum_depth); sqrt halves the relative error for p = 2, and the sqrt,
+1 / max(norm, eps), the float rs and x * rs add at most four roundings: ((D / 2 or D) + 4) u |y|
+against the float64 reference (whose own error, about n 2^-53, is left out). PyTorch's float32
+norm sums in an order of its own; any order of n terms keeps the error below (n - 1) u (Higham,
+Accuracy and Stability of Numerical Algorithms, 4.2), and its sqrt and x / norm add two
+roundings: (((n - 1) / 2 or n - 1) + 2) u |y|. simdnorm against F.normalize is within the sum of
+the two bounds (each holds against the exact value). Row lengths: below, at and past a vector
+(1, 3, 16, 17), a short row (100, <= 256), a long row in one 2048-element chunk (1000) and one
+over two chunks (4099).
 """
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -143,7 +160,9 @@ def test_threads_give_identical_bits():
         torch.set_num_threads(threads)
         results.append((ops.group_norm(x, 32, w, b, 1e-5),
                         ops.layer_norm(x, [8, 8], None, None, 1e-5),
-                        ops.batch_norm(x, w, b, None, None, None, True, 0.1, False, 1e-5)))
+                        ops.batch_norm(x, w, b, None, None, None, True, 0.1, False, 1e-5),
+                        ops.normalize(x, 2.0, -1, 1e-12), ops.normalize(x.view(64, -1), 1.0, 1,
+                                                                        1e-12)))
     for a, b in zip(*results):
         assert torch.equal(a, b)
 
@@ -216,3 +235,232 @@ def test_empty_inputs():
     y = ops.batch_norm(torch.randn(0, 4, 3), None, None, rm, torch.ones(4), None, True, 0.1,
                        False, 1e-5)
     assert y.shape == (0, 4, 3) and torch.equal(rm, torch.zeros(4))
+
+
+# ---- normalize (torch.nn.functional.normalize, p = 1 and 2) -----------------------------------
+
+U32 = 2.0 ** -24
+LP_LENGTHS = [1, 3, 16, 17, 100, 1000, 4099]
+
+
+def lp_bound(n, p):
+    """Bound on |simdnorm - exact| / |y| for rows of n elements (header)."""
+    w = simdnorm_torch._C.kernel_lanes()
+    depth = math.ceil(min(n, 2048) / w) + math.log2(w) + 2
+    return ((depth / 2 if p == 2 else depth) + 4) * U32
+
+
+def torch_lp_bound(n, p):
+    """Bound on |F.normalize - exact| / |y| for rows of n elements, in any summation order."""
+    depth = max(n - 1, 0)
+    return ((depth / 2 if p == 2 else depth) + 2) * U32
+
+
+def lp_reference(x, p, dim, eps):
+    """float64 F.normalize with eps rounded to float32, as both float32 sides use it."""
+    xd = x.double()
+    eps32 = torch.tensor(eps, dtype=torch.float32).item()
+    return xd / xd.norm(p, dim, keepdim=True).clamp_min(eps32)
+
+
+def assert_lp_close(got, want, ref, rel):
+    """|got - want| <= rel * |ref| per element (ref: the float64 reference), NaN where ref is."""
+    assert got.shape == ref.shape and got.dtype == torch.float32
+    nan = ref.isnan()
+    assert torch.equal(got.isnan(), nan), "NaN outside the reference's NaN"
+    err = (got.double() - want.double()).abs()[~nan]
+    bound = rel * ref.abs()[~nan] + 1e-37
+    worst = (err / bound).max().item() if err.numel() else 0.0
+    assert worst <= 1.0, f"error {worst:.3g} times the bound {rel:.3g} * |y|"
+
+
+def check_normalize(x, p, dim, eps=1e-12):
+    """ops.normalize against the float64 reference and against F.normalize."""
+    n = x.size(dim) if x.dim() else 1
+    got = ops.normalize(x, float(p), dim, eps)
+    ref = lp_reference(x, p, dim, eps)
+    assert_lp_close(got, ref, ref, lp_bound(n, p))
+    assert_lp_close(got, F.normalize(x, p, dim, eps), ref, lp_bound(n, p) + torch_lp_bound(n, p))
+    return got
+
+
+@pytest.mark.parametrize("n", LP_LENGTHS)
+@pytest.mark.parametrize("p", [1, 2])
+def test_normalize(n, p):
+    rows = 37 if n <= 2048 else 3  # several short-row groups and a tail
+    x = torch.randn(rows, n) * 2 + 0.25
+    got = check_normalize(x, p, 1)
+    assert torch.equal(ops.normalize(x, float(p), -1, 1e-12), got)
+    before = simdnorm_torch.fallback_counts()
+    assert torch.equal(simdnorm_torch.normalize(x, p, -1), got)
+    if p == 2:
+        assert torch.equal(simdnorm_torch.normalize(x), got)  # defaults: p=2, dim=1, eps=1e-12
+        assert torch.equal(ops.normalize(x), got)
+    assert simdnorm_torch.fallback_counts() == before
+
+
+@pytest.mark.parametrize("n", [1, 17, 1000])
+@pytest.mark.parametrize("p", [1, 2])
+def test_normalize_layouts(n, p):
+    """Padded and sliced rows, outer dims that do not merge (the output keeps x's strides),
+    broadcast rows, size-1 dims before and after dim (the plan folds the latter into the row)."""
+    padded = torch.randn(6, n + 5)
+    batch = torch.zeros(12, n)
+    batch[::2] = torch.randn(6, n)
+    cases = [
+        (padded[:, :n], 1),                                   # row stride n + 5
+        (padded[:, 3:3 + n], -1),                             # and an offset start
+        (batch[::2], 1),                                      # every other row
+        (torch.randn(4, 5, n).transpose(0, 1), 2),            # outer strides that do not merge
+        (torch.randn(3, 4, 2, n)[:, 1:3], -1),                # a slice of an outer dim
+        (torch.randn(1, n).expand(5, n), 1),                  # one row broadcast (stride 0)
+        (torch.randn(5, n, 1), 1),                            # size-1 dims after dim
+        (torch.randn(5, n, 1, 1), -3),
+        (torch.randn(5, 1, n), 2),                            # a size-1 dim before it
+        (torch.randn(n), 0),                                  # one row
+        (torch.randn(n, 1), 0),                               # a column: dim 0 is the row
+    ]
+    for x, dim in cases:
+        check_normalize(x, p, dim)
+
+
+def test_normalize_scalar_and_empty():
+    for v in (-3.0, 0.0, 2.5):
+        x = torch.tensor(v)
+        for dim in (0, -1):
+            assert torch.equal(ops.normalize(x, 2.0, dim, 1e-12), F.normalize(x, 2.0, dim))
+    for shape, dim in [((0, 8), 1), ((8, 0), 1), ((3, 0, 4), -1)]:
+        x = torch.randn(shape)
+        assert ops.normalize(x, 2.0, dim, 1e-12).shape == shape
+        assert simdnorm_torch.normalize(x, 2, dim).shape == shape
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 1000, 4099])
+@pytest.mark.parametrize("p", [1, 2])
+def test_normalize_eps(n, p):
+    """Norms below eps are clamped to eps: a row of zeros gives zeros, a row of tiny values
+    x / eps; with eps = 0 the row of zeros gives 0 / 0 = NaN, as in PyTorch."""
+    x = torch.randn(4, n)
+    x[1] = 0.0
+    x[2] = 1e-14 * torch.linspace(-1, 1, n)  # ||x||_p <= n * 1e-14 < 1e-10: clamped to 1e-10
+    for eps in (1e-12, 1e-10, 0.0):
+        got = check_normalize(x, p, 1, eps)
+        if eps > 0:
+            assert torch.equal(got[1], torch.zeros(n))
+            if eps == 1e-10:
+                ref = x[2].double() / torch.tensor(eps, dtype=torch.float32).item()
+                assert_lp_close(got[2], ref, ref, lp_bound(n, p))
+        else:
+            assert bool(got[1].isnan().all())
+        assert bool(got[[0, 3]].isfinite().all())
+
+
+@pytest.mark.parametrize("n", [1, 5, 16, 64, 1000, 4099])
+@pytest.mark.parametrize("p", [1, 2])
+def test_normalize_nan_inf_stay_in_their_row(n, p):
+    """A NaN makes its row NaN; an Inf makes its row 0 except Inf / Inf = NaN (as x / Inf in
+    PyTorch); the rows around them are untouched."""
+    x = torch.randn(7, n)
+    x[1, n // 2] = float("nan")
+    x[3, n // 2] = float("inf")
+    x[5, n - 1] = float("-inf")
+    got = check_normalize(x, p, 1)
+    assert bool(got[1].isnan().all())
+    for r, i in ((3, n // 2), (5, n - 1)):
+        assert bool(got[r, i].isnan())
+        others = torch.cat([got[r, :i], got[r, i + 1:]])
+        assert torch.equal(others, torch.zeros_like(others))
+    assert bool(got[[0, 2, 4, 6]].isfinite().all())
+
+
+@pytest.mark.parametrize("n", [10, 1000])
+@pytest.mark.parametrize("p", [1, 2])
+def test_normalize_extreme_magnitudes(n, p):
+    """Rows whose float32 sum of squares (or of |x|) overflows or underflows get the right
+    norm (simdnorm sums them again, scaled or in double); PyTorch's float32 sum gives Inf (then
+    zeros) or 0 (then x / eps) there, so these rows are checked against float64 only."""
+    x = torch.ones(4, n)
+    x[0] *= 1e25 if p == 2 else 3e35  # p = 1: n * 3e35 > FLT_MAX = 3.4e38 for n >= 1000
+    x[1] *= 1e-25
+    x[2] *= -1e-30
+    got = ops.normalize(x, float(p), 1, 0.0)
+    ref = lp_reference(x, p, 1, 0.0)
+    assert_lp_close(got, ref, ref, lp_bound(n, p))
+
+
+def test_normalize_plan_cache():
+    simdnorm_torch.clear_cache()
+    x = torch.randn(8, 32)
+    ops.normalize(x, 2.0, 1, 1e-12)
+    ops.normalize(x, 2.0, -1, 1e-12)        # the same plan: dim is wrapped
+    assert simdnorm_torch.cache_info()["hits"] == 1
+    ops.normalize(x, 1.0, 1, 1e-12)         # p, eps and the layout each make their own plan
+    ops.normalize(x, 2.0, 1, 1e-6)
+    ops.normalize(x[:, :16], 2.0, 1, 1e-12)
+    info = simdnorm_torch.cache_info()
+    assert info["size"] == 4 and info["misses"] == 4
+
+
+def test_normalize_errors_name_the_problem():
+    x = torch.randn(4, 8)
+    with pytest.raises(RuntimeError, match="float32"):
+        ops.normalize(x.double(), 2.0, 1, 1e-12)
+    with pytest.raises(RuntimeError, match="p=3 is not supported"):
+        ops.normalize(x, 3.0, 1, 1e-12)
+    with pytest.raises(RuntimeError, match="p=1.5 is not supported"):
+        ops.normalize(x, 1.5, 1, 1e-12)
+    with pytest.raises(RuntimeError, match="dims after the normalized axis must have size 1.*"
+                                           "unsupported_layout"):
+        ops.normalize(x, 2.0, 0, 1e-12)
+    with pytest.raises(RuntimeError, match="dense row-major.*unsupported_layout"):
+        ops.normalize(x.t(), 2.0, 1, 1e-12)
+    with pytest.raises(RuntimeError, match="dense row-major.*unsupported_layout"):
+        ops.normalize(torch.randn(4, 16)[:, ::2], 2.0, 1, 1e-12)
+    with pytest.raises(RuntimeError, match="eps.*must be finite and >= 0"):
+        ops.normalize(x, 2.0, 1, -1.0)
+    with pytest.raises(IndexError, match="out of range"):
+        ops.normalize(x, 2.0, 2, 1e-12)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.normalize(x.requires_grad_(), 2.0, 1, 1e-12)
+    with torch.no_grad():
+        check_normalize(x, 2, 1)
+
+
+def test_normalize_fallbacks():
+    """simdnorm_torch.normalize runs F.normalize for what the operator cannot take, counted."""
+    x = torch.randn(4, 8, 3)
+
+    def expect(reason, *args, x=x, **kwargs):
+        before = simdnorm_torch.fallback_counts().get(f"normalize: {reason}", 0)
+        got = simdnorm_torch.normalize(x, *args, **kwargs)
+        want = F.normalize(x, *args, **kwargs)
+        assert got.shape == want.shape
+        assert got.device.type == "meta" or torch.equal(got, want)
+        assert simdnorm_torch.fallback_counts()[f"normalize: {reason}"] == before + 1
+        return got
+
+    expect("dtype", x=x.double())
+    expect("dtype", 1, -1, x=x.bfloat16())
+    expect("device", x=torch.empty(4, 8, device="meta"))
+    expect("p", 3)
+    expect("p", float("inf"), -1)
+    expect("p", 0.5)
+    expect("layout")                        # the default dim=1 of a 3-D tensor
+    expect("layout", 2, 0)
+    expect("layout", 2, -1, x=x.transpose(1, 2))  # dim -1 is strided
+    expect("layout", 1, 1, x=torch.randn(8, 4).t())
+    expect("eps", 2, -1, -1.0)
+    expect("dim", 2, (1, 2))
+    xg = torch.randn(4, 8, requires_grad=True)
+    y = expect("autograd", 2, 1, x=xg)
+    y.sum().backward()                      # the fallback keeps the graph
+    assert xg.grad is not None
+    before = simdnorm_torch.fallback_counts()
+    with torch.no_grad():                   # no graph wanted: simdnorm
+        check_normalize(xg, 2, 1)
+        simdnorm_torch.normalize(xg, 2, 1)
+    with torch.inference_mode():
+        simdnorm_torch.normalize(xg, 1, -1)
+    assert simdnorm_torch.fallback_counts() == before
+    with pytest.raises(IndexError):         # an out-of-range dim fails as in PyTorch
+        simdnorm_torch.normalize(torch.randn(4, 8), 2, 2)

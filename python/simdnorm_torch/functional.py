@@ -1,0 +1,53 @@
+"""Functional forms on simdnorm's operators, falling back to torch.nn.functional like the modules.
+
+A call runs ``torch.ops.simdnorm.*`` when the operator can take it and the torch.nn.functional
+counterpart otherwise; each fallback is counted by reason in :func:`fallback_counts`
+(``"normalize: <reason>"``), as the modules' are.
+"""
+import torch
+import torch.nn.functional as F
+
+from .modules import _fallbacks, _rows_dense, _run, _why_not
+
+_ops = torch.ops.simdnorm
+_FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _normalize_why_not(x, p, dim, eps):
+    """None when simdnorm's Lp plan can take these arguments, else the reason (after those of
+    modules._why_not: dtype, device, autograd)."""
+    if not isinstance(p, (int, float)) or p not in (1, 2):
+        return "p"
+    if not isinstance(eps, (int, float)) or not 0 <= eps <= _FLOAT32_MAX:
+        return "eps"  # negative, NaN or beyond float32: the plan wants a finite float >= 0
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        return "dim"  # a tuple of dims, for one
+    n = x.dim()
+    if not -max(n, 1) <= dim < max(n, 1):
+        return None  # out of range: the operator raises IndexError, as PyTorch does
+    d = dim % n if n else 0
+    # The row: dim and the size-1 dims after it, dense (stride 1 inside the row).
+    if any(x.size(i) != 1 for i in range(d + 1, n)) or not _rows_dense(x, n - d):
+        return "layout"
+    return None
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """torch.nn.functional.normalize(x, p, dim, eps) on simdnorm: y = x / max(||x||_p, eps)
+    along `dim`.
+
+    Runs ``torch.ops.simdnorm.normalize`` for float32 CPU tensors, p = 1 or 2 and a `dim` that is
+    the innermost dim of size > 1 with its elements contiguous (the rows of an embedding matrix
+    [N, D] with dim=1 or -1, padded or sliced batches included), when no autograd graph is
+    needed. Anything else (other dtypes or devices, other p, eps < 0, a non-innermost or strided
+    dim, grad mode with an input that requires grad) runs torch.nn.functional.normalize and is
+    counted in fallback_counts().
+    """
+    def slow(x):
+        return F.normalize(x, p, dim, eps)
+
+    why = _why_not(x, ()) or _normalize_why_not(x, p, dim, eps)
+    if why is not None:
+        _fallbacks[f"normalize: {why}"] += 1
+        return slow(x)
+    return _run("normalize", lambda: _ops.normalize(x, float(p), dim, float(eps)), slow, x)
