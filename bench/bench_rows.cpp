@@ -1,7 +1,10 @@
 // LayerNorm, RMSNorm and L2 normalization bandwidth: rows x D for D in {64, 128, 768, 1024, 4096,
 // 16384}, with x of 1 MiB (cache-resident) and 256 MiB (beyond the last-level cache), per ISA and
-// thread count; plus LayerNorm with a single-float mean, to price the compensated (hi + lo) mean.
+// thread count; plus LayerNorm with a single-float mean, to price the compensated (hi + lo) mean,
+// and LayerNorm / RMSNorm on bf16 and f16 tensors (x and y of that type: 2 bytes read and 2
+// written per element, against a copy of the same bytes).
 #include <string>
+#include <vector>
 
 #include "bench_common.hpp"
 
@@ -13,18 +16,26 @@ const std::size_t kXBytes[] = {1 * kMiB, 256 * kMiB};
 
 enum class row_op { layer_norm, layer_norm_single_mean, rms_norm, l2_norm };
 
-void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::size_t cols,
-                  std::size_t x_bytes, int threads) {
-  const std::size_t n = x_bytes / sizeof(float), rows = n / cols;
-  float* x = bench::shared_buffer(n, 0);
-  float* y = bench::shared_buffer(n, 1);
+void bench_row_op(benchmark::State& state, row_op op, simdnorm::dtype type, simdnorm::isa isa,
+                  std::size_t cols, std::size_t x_bytes, int threads) {
+  const std::size_t elem = simdnorm::dtype_size(type);
+  const std::size_t n = x_bytes / elem, rows = n / cols;
+  float* x = bench::shared_buffer(x_bytes / sizeof(float), 0);
+  float* y = bench::shared_buffer(x_bytes / sizeof(float), 1);
   float* g = bench::shared_buffer(cols, 2);
   float* b = bench::shared_buffer(cols, 3);
-  bench::fill_normal(x, rows * cols, 3.0);
+  if (type == simdnorm::dtype::f32) {
+    bench::fill_normal(x, rows * cols, 3.0);
+  } else {  // the same values, stored in the type
+    std::vector<float> f(rows * cols);
+    bench::fill_normal(f.data(), f.size(), 3.0);
+    if (!bench::check(state, simdnorm::convert(f.data(), simdnorm::dtype::f32, x, type, f.size())))
+      return;
+  }
   bench::fill_normal(g, cols, 1.0);
   bench::fill_normal(b, cols, 0.0);
   if (!bench::check(state, simdnorm::force_isa(isa))) return;
-  const auto d = simdnorm::tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)});
+  const auto d = simdnorm::tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, type);
   simdnorm::plan p;
   simdnorm::status s;
   if (op == row_op::rms_norm) {
@@ -49,7 +60,8 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::si
   const bool layer_norm = op == row_op::layer_norm || op == row_op::layer_norm_single_mean;
   a.gamma = op == row_op::l2_norm ? nullptr : g;
   a.beta = layer_norm ? b : nullptr;
-  bench::measure(state, threads, 2 * rows * cols * sizeof(float), x, y, rows * cols,
+  const std::size_t bytes = rows * cols * elem;  // of x, and of y
+  bench::measure(state, threads, 2 * bytes, x, y, bytes / sizeof(float),
                  [&] { (void)p.execute(a); });
   state.counters["rows"] = double(rows);
 }
@@ -57,14 +69,20 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::isa isa, std::si
 }  // namespace
 
 void register_row_benchmarks() {
+  using simdnorm::dtype;
   const struct {
     row_op op;
+    dtype type;
     const char* name;
   } ops[] = {
-      {row_op::layer_norm, "layer_norm"},
-      {row_op::rms_norm, "rms_norm"},
-      {row_op::layer_norm_single_mean, "layer_norm_single_mean"},
-      {row_op::l2_norm, "l2_norm"},
+      {row_op::layer_norm, dtype::f32, "layer_norm"},
+      {row_op::rms_norm, dtype::f32, "rms_norm"},
+      {row_op::layer_norm_single_mean, dtype::f32, "layer_norm_single_mean"},
+      {row_op::l2_norm, dtype::f32, "l2_norm"},
+      {row_op::layer_norm, dtype::bf16, "layer_norm_bf16"},
+      {row_op::rms_norm, dtype::bf16, "rms_norm_bf16"},
+      {row_op::layer_norm, dtype::f16, "layer_norm_f16"},
+      {row_op::rms_norm, dtype::f16, "rms_norm_f16"},
   };
   for (const auto& o : ops)
     for (simdnorm::isa i : bench::isas())
@@ -74,7 +92,7 @@ void register_row_benchmarks() {
             const std::string name =
                 std::string(o.name) + "/" + simdnorm::isa_name(i) + "/D:" + std::to_string(cols) +
                 "/x_MiB:" + std::to_string(xb / kMiB) + "/threads:" + std::to_string(t);
-            benchmark::RegisterBenchmark(name.c_str(), bench_row_op, o.op, i, cols, xb, t)
+            benchmark::RegisterBenchmark(name.c_str(), bench_row_op, o.op, o.type, i, cols, xb, t)
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
           }
