@@ -98,6 +98,8 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.running_mean = a.running_mean;
   n.running_var = a.running_var;
   n.num_batches_tracked = a.num_batches_tracked;
+  n.residual = a.residual;
+  n.residual_out = a.residual_out;
   return n;
 }
 

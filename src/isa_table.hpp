@@ -71,6 +71,17 @@ struct row_block {
 
 using row_norm_fn = void (*)(const row_norm_config& cfg, const row_block& block);
 
+/// h = x + r over `rows` rows of `cols` elements of one type, row k at x + k * stride (r and h
+/// likewise): the fused residual add of the row ops, summed in f32 and rounded once into the type.
+struct add_rows_job {
+  const void* x = nullptr;
+  const void* r = nullptr;
+  void* h = nullptr;
+  std::ptrdiff_t stride = 0;
+  std::size_t rows = 0, cols = 0;
+};
+using add_rows_fn = void (*)(const add_rows_job& job);
+
 /// y[0, n) = x[0, n) converted between the kernel's element types (simdnorm::convert).
 using convert_fn = void (*)(const void* x, void* y, std::size_t n);
 
@@ -129,7 +140,8 @@ struct kernel_table {
   dtype_pairs<row_norm_fn> l1_norm_rows;  // Lp normalization, p = 1 and 2
   dtype_pairs<row_norm_fn> l2_norm_rows;
   dtype_pairs<convert_fn> convert;
-  segment_moments_fn segment_moments;  // channel ops (channel_norm_plan.cpp)
+  std::array<add_rows_fn, kDtypes> add_rows;  // [x dtype]
+  segment_moments_fn segment_moments;         // channel ops (channel_norm_plan.cpp)
   column_moments_fn column_moments;
   plane_affine_fn plane_affine;
   row_affine_fn row_affine;

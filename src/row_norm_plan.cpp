@@ -24,6 +24,7 @@ constexpr row_op kL2Norm{"lp_norm", false, false, false, &kernel_table::l2_norm_
 struct row_norm_plan final : plan_impl {
   const row_op* op = nullptr;
   row_norm_fn kernel = nullptr;
+  add_rows_fn add_kernel = nullptr;  // the fused residual add, for x's type
   row_norm_config cfg;
   // Outer dims after dropping size-1 dims and merging contiguous ones; innermost last.
   int n_outer = 0;
@@ -47,6 +48,35 @@ struct row_norm_plan final : plan_impl {
                            op->name);
     if (!op->gamma && a.gamma != nullptr)
       return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
+    if ((a.residual == nullptr) != (a.residual_out == nullptr))
+      return status::error(status_code::invalid_argument,
+                           "args.residual and args.residual_out go together (h = x + residual "
+                           "is stored to residual_out)");
+    if (a.residual != nullptr) {
+      // h (residual_out) may be residual or x; y may be x or residual, never h.
+      const struct {
+        const void *p, *q;
+        std::int64_t q_bytes;
+        bool may_alias;
+        const char* what;
+      } pairs[] = {
+          {a.x, a.residual, x_bytes, true, "args.residual and args.x"},
+          {a.x, a.residual_out, x_bytes, true, "args.residual_out and args.x"},
+          {a.residual, a.residual_out, x_bytes, true, "args.residual_out and args.residual"},
+          {a.residual_out, a.y, y_bytes, false, "args.y and args.residual_out"},
+          {a.residual, a.y, y_bytes, same_layout, "args.y and args.residual"},
+      };
+      for (const auto& c : pairs) {
+        const auto p = reinterpret_cast<std::uintptr_t>(c.p);
+        const auto q = reinterpret_cast<std::uintptr_t>(c.q);
+        if (p == q ? !c.may_alias
+                   : (p < q + std::uintptr_t(c.q_bytes) && q < p + std::uintptr_t(x_bytes)))
+          return status::error(status_code::invalid_argument,
+                               "%s overlap: they must be the same tensor (where allowed) or "
+                               "disjoint",
+                               c.what);
+      }
+    }
     return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
   }
 
@@ -72,6 +102,17 @@ struct row_norm_plan final : plan_impl {
           std::min<std::size_t>(r_end - r, std::size_t(outer_size[inner] - i_inner));
       row_block b;
       b.x = static_cast<const char*>(a.x) + xo * std::int64_t(x_elem);
+      if (a.residual != nullptr) {  // h = x + residual, then the norm of h (in cache: one task)
+        add_rows_job add;
+        add.x = b.x;
+        add.r = static_cast<const char*>(a.residual) + xo * std::int64_t(x_elem);
+        add.h = static_cast<char*>(a.residual_out) + xo * std::int64_t(x_elem);
+        add.stride = outer_x_stride[inner];
+        add.rows = count;
+        add.cols = cols;
+        add_kernel(add);
+        b.x = add.h;
+      }
       b.x_stride = outer_x_stride[inner];
       b.y = static_cast<char*>(a.y) + yo * std::int64_t(y_elem);
       b.y_stride = outer_y_stride[inner];
@@ -140,6 +181,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->op = &op;
   p->kernels = kt;
   p->kernel = (kt->*op.kernel)[std::size_t(x.type)][std::size_t(y.type)];
+  p->add_kernel = kt->add_rows[std::size_t(x.type)];
   std::int64_t cols = 1;
   for (int i = first; i < x.ndim; ++i) cols *= x.shape[i];
   std::int64_t rows = 1;

@@ -501,6 +501,22 @@ static void test_bf16(void) {
     const float want = ((float)(i % 4) - 1.5f) / 1.118034f; /* (x - mean) / std, std = sqrt(1.25) */
     CHECK(fabsf(y[i] - want) <= fabsf(want) / 256 + 1e-3f);
   }
+  /* the fused residual add: h = x + x in place over a copy of x, then y = LayerNorm(h) */
+  {
+    uint16_t r[8];
+    float yh[8];
+    memcpy(r, xb, sizeof r);
+    a.residual = r;
+    a.residual_out = r;
+    CHECK(simdnorm_layer_norm(&d, &d, NULL, &a, NULL) == SIMDNORM_OK);
+    CHECK(r[0] == 0x4000 && r[4] == 0x41a0); /* 2.0 and 20.0 */
+    CHECK(simdnorm_convert(yb, SIMDNORM_DTYPE_BF16, yh, SIMDNORM_DTYPE_F32, 8) == SIMDNORM_OK);
+    for (int i = 0; i < 8; ++i) CHECK(yh[i] == y[i]); /* LayerNorm is scale-invariant: 2x */
+    a.residual_out = NULL;
+    CHECK_FAILS(simdnorm_layer_norm(&d, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+                "go together");
+    a.residual = NULL;
+  }
   d.type = (simdnorm_dtype)9;
   CHECK_FAILS(simdnorm_layer_norm(&d, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "type=9");
   CHECK_FAILS(simdnorm_convert(xf, (simdnorm_dtype)9, y, SIMDNORM_DTYPE_F32, 8),

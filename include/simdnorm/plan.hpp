@@ -197,6 +197,16 @@ struct norm_args {
   /// The number of batches seen so far; incremented by one on every successful call. Required
   /// with batch_norm_params::cumulative when running statistics are given; optional otherwise.
   std::int64_t* num_batches_tracked = nullptr;
+
+  // Row ops (LayerNorm, RMSNorm, Lp) only: the residual add of a pre-norm transformer block,
+  // fused. With `residual`, the op computes h = x + residual, stores h to `residual_out` and
+  // normalizes h as stored: y = norm(h). residual and residual_out have x's shape, strides and
+  // type. The sum is taken in f32 and rounded once into x's type, and the statistics are those
+  // of the rounded h (vLLM's fused_add_rms_norm, and PyTorch's x + r followed by the norm).
+  // residual_out may be residual or x (in place, as engines update the residual stream); y
+  // may be x, but not residual_out.
+  const void* residual = nullptr;  ///< optional; requires residual_out
+  void* residual_out = nullptr;    ///< the sum h, the next layer's residual
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.

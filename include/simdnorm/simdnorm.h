@@ -230,6 +230,10 @@ typedef struct simdnorm_norm_args {
   float* running_mean;          /**< [C], updated in place; optional, with running_var */
   float* running_var;           /**< [C], updated in place */
   int64_t* num_batches_tracked; /**< incremented per call; required with `cumulative` */
+  /* Row ops only: h = x + residual stored to residual_out, then y = norm(h) (see
+   * simdnorm::norm_args::residual). */
+  const void* residual; /**< optional, x's layout and type; requires residual_out */
+  void* residual_out;   /**< the sum h; may be residual or x */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------

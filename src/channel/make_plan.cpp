@@ -20,6 +20,9 @@ status check_stores(store_policy s, const char* name) {
 status channel_norm_plan::check_args(const norm_args& a) const noexcept {
   const char* name = op_name(op);
   if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
+  if (a.residual || a.residual_out)
+    return status::error(status_code::invalid_argument,
+                         "%s: args.residual and residual_out are for the row ops", name);
   if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
   if (op == ch_op::bn_inference) {
     if (a.gamma || a.beta || a.running_mean || a.running_var)
