@@ -117,6 +117,7 @@ status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params*
   q->normalized_ndim = p->normalized_ndim;
   q->eps = p->eps;
   q->compensated_mean = p->compensated_mean != 0;
+  q->weight_offset = p->weight_offset;
   q->stores = simdnorm::store_policy(raw(p->stores));
   return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
 }
@@ -125,6 +126,7 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   if (p == nullptr) return {};
   q->normalized_ndim = p->normalized_ndim;
   q->eps = p->eps;
+  q->weight_offset = p->weight_offset;
   q->stores = simdnorm::store_policy(raw(p->stores));
   return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
 }
@@ -348,12 +350,13 @@ simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim
 
 simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void) {
   const simdnorm::layer_norm_params d;
-  return {d.normalized_ndim, d.eps, d.compensated_mean ? 1 : 0, simdnorm_store_policy(d.stores)};
+  return {d.normalized_ndim, d.eps, d.compensated_mean ? 1 : 0, simdnorm_store_policy(d.stores),
+          d.weight_offset};
 }
 
 simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
   const simdnorm::rms_norm_params d;
-  return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores)};
+  return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores), d.weight_offset};
 }
 
 simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {

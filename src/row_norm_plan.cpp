@@ -2,6 +2,7 @@
 // outer dims into runs of equally strided rows, and splitting rows into tasks. The op's kernel
 // is chosen here, once, when the plan is made.
 #include <algorithm>
+#include <cmath>
 
 #include "plan_impl.hpp"
 #include "tuning.hpp"
@@ -36,7 +37,15 @@ struct row_norm_plan final : plan_impl {
   std::size_t x_elem = 4, y_elem = 4;     // bytes per element
   bool same_layout = false;
 
-  std::size_t num_tasks(std::size_t) const noexcept override { return tasks; }
+  float weight_offset = 0.f;  // nonzero: phase 0 writes gamma + weight_offset to the workspace
+
+  std::size_t num_phases() const noexcept override { return weight_offset != 0.f ? 2 : 1; }
+  std::size_t num_tasks(std::size_t phase) const noexcept override {
+    return phase + 1 < num_phases() ? 1 : tasks;
+  }
+  std::size_t workspace_bytes() const noexcept override {
+    return weight_offset != 0.f ? (cols * sizeof(float) + 63) / 64 * 64 : 0;
+  }
 
   status check_args(const norm_args& a) const noexcept override {
     if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
@@ -48,6 +57,10 @@ struct row_norm_plan final : plan_impl {
                            op->name);
     if (!op->gamma && a.gamma != nullptr)
       return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
+    if (weight_offset != 0.f && a.gamma == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
+                           op->name, double(weight_offset));
     if ((a.residual == nullptr) != (a.residual_out == nullptr))
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
@@ -80,10 +93,18 @@ struct row_norm_plan final : plan_impl {
     return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
   }
 
-  void run_tasks(const norm_args& a, std::size_t, std::size_t begin,
+  void run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
                  std::size_t end) const noexcept override {
     row_norm_config c = cfg;
     c.gamma = a.gamma;
+    if (weight_offset != 0.f) {  // gamma_eff, rounded once in f32, shared by the row tasks
+      float* gamma_eff = static_cast<float*>(a.workspace);
+      if (phase == 0) {
+        for (std::size_t i = 0; i < cols; ++i) gamma_eff[i] = a.gamma[i] + weight_offset;
+        return;
+      }
+      c.gamma = gamma_eff;
+    }
     c.beta = a.beta;
     const std::size_t r_end = std::min(rows, end * rows_per_task);
     std::size_t r = begin * rows_per_task;
@@ -146,7 +167,7 @@ bool rows_disjoint(int n, const std::int64_t* size, const std::int64_t* stride, 
 
 status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
-                     plan* out) noexcept {
+                     float weight_offset, plan* out) noexcept {
   const char* opname = op.name;
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
@@ -159,6 +180,9 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
                          "%s: normalized_ndim=%d must be in [1, ndim=%d]", opname, normalized_ndim,
                          x.ndim);
   if (!(s = check_eps(eps))) return s;
+  if (!std::isfinite(weight_offset))
+    return status::error(status_code::invalid_argument, "%s: weight_offset=%g must be finite",
+                         opname, double(weight_offset));
   const int first = x.ndim - normalized_ndim;
   if (!dense_suffix(x, first) || !dense_suffix(y, first))
     return status::error(status_code::unsupported_layout,
@@ -221,6 +245,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.inv_cols = 1.0 / double(cols);
   p->cfg.eps = eps;
   p->cfg.compensated_mean = compensated;
+  p->weight_offset = weight_offset;
   // Streaming stores write whole vectors of floats: f32 outputs only.
   const std::size_t elements = std::size_t(rows) * std::size_t(cols);
   p->cfg.stream = y.type == dtype::f32 &&
@@ -241,13 +266,13 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
 status plan::layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
                         plan* out) noexcept {
   return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
-                               params.compensated_mean, params.stores, out);
+                               params.compensated_mean, params.stores, params.weight_offset, out);
 }
 
 status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
                       plan* out) noexcept {
   return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
-                               params.stores, out);
+                               params.stores, params.weight_offset, out);
 }
 
 status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,
@@ -271,7 +296,7 @@ status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_p
     normalized_ndim = ndim - axis;
   }
   return detail::make_row_norm(params.p == 1 ? detail::kL1Norm : detail::kL2Norm, x, y,
-                               normalized_ndim, params.eps, false, params.stores, out);
+                               normalized_ndim, params.eps, false, params.stores, 0.f, out);
 }
 
 }  // namespace simdnorm

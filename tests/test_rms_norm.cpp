@@ -1,6 +1,7 @@
 // RMSNorm against the float64 reference on every runnable ISA: sizes that hit every tail,
 // misaligned pointers, padded rows, in place, the rstd output, adversarial data.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "reference.hpp"
@@ -162,5 +163,102 @@ TEST_CASE("rms_norm: the bound accepts the library and rejects no eps or the wro
     CHECK_MESSAGE(library.none(), library.report());
     CHECK(rejected_no_eps > cols / 2);
     CHECK(rejected_mean > cols / 2);
+  });
+}
+
+TEST_CASE("rms_norm and layer_norm: weight_offset scales by gamma + offset (Gemma's 1 + w)") {
+  // gamma_eff = gamma + offset rounded once in f32: the same bits as a plan without an offset
+  // given gamma_eff itself; also on bf16 rows, and through the two-phase plan's run().
+  test::for_each_isa([](isa) {
+    for (simdnorm::dtype t : {simdnorm::dtype::f32, simdnorm::dtype::bf16})
+      for (std::size_t cols : {5, 64, 1000}) {
+        CAPTURE(cols);
+        const std::size_t rows = 7, n = rows * cols;
+        std::vector<float> xf(n), g(cols), g1(cols), b(cols);
+        test::fill_normal(xf.data(), n, 3);
+        test::fill_normal(g.data(), cols, 4, 0.0, 0.1);
+        test::fill_normal(b.data(), cols, 5);
+        for (std::size_t i = 0; i < cols; ++i) g1[i] = g[i] + 1.f;
+        std::vector<float> x(n), y_off(n, 7.f), y_ref(n, 8.f);
+        REQUIRE(simdnorm::convert(xf.data(), simdnorm::dtype::f32, x.data(), t, n).ok());
+        const tensor_desc d = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, t);
+        for (bool rms : {true, false}) {
+          CAPTURE(rms);
+          simdnorm::plan with, without;
+          if (rms) {
+            simdnorm::rms_norm_params prm;
+            REQUIRE(simdnorm::plan::rms_norm(d, d, prm, &without).ok());
+            prm.weight_offset = 1.f;
+            REQUIRE(simdnorm::plan::rms_norm(d, d, prm, &with).ok());
+          } else {
+            simdnorm::layer_norm_params prm;
+            REQUIRE(simdnorm::plan::layer_norm(d, d, prm, &without).ok());
+            prm.weight_offset = 1.f;
+            REQUIRE(simdnorm::plan::layer_norm(d, d, prm, &with).ok());
+          }
+          CHECK(with.num_phases() == 2);
+          simdnorm::norm_args a;
+          a.x = x.data();
+          a.beta = rms ? nullptr : b.data();
+          a.gamma = g1.data();
+          a.y = y_ref.data();
+          REQUIRE(without.execute(a).ok());
+          a.gamma = g.data();
+          a.y = y_off.data();
+          // phase by phase on this thread, with a caller's workspace
+          std::vector<unsigned char> ws(with.workspace_bytes() + 64);
+          a.workspace = ws.data() + (64 - reinterpret_cast<std::uintptr_t>(ws.data()) % 64) % 64;
+          for (std::size_t ph = 0; ph < with.num_phases(); ++ph)
+            REQUIRE(with.run(a, ph, 0, with.num_tasks(ph)).ok());
+          CHECK(std::memcmp(y_off.data(), y_ref.data(), n * simdnorm::dtype_size(t)) == 0);
+          a.gamma = nullptr;
+          CHECK(with.execute(a).code() == simdnorm::status_code::invalid_argument);
+        }
+      }
+  });
+  simdnorm::rms_norm_params prm;
+  prm.weight_offset = NAN;
+  simdnorm::plan p;
+  CHECK(simdnorm::plan::rms_norm(tensor_desc::contiguous({2, 4}), tensor_desc::contiguous({2, 4}),
+                                 prm, &p)
+            .code() == simdnorm::status_code::invalid_argument);
+}
+
+TEST_CASE("rms_norm: per-head QK-norm in place on the q slice of a fused qkv buffer") {
+  // [tokens, 3 * heads * head_dim] as projected; q viewed as [tokens, heads, head_dim] with the
+  // token stride of the whole buffer, normalized per head with gamma [head_dim] (Qwen3, OLMo 2).
+  const std::int64_t tokens = 5, heads = 4, hd = 64, row = 3 * heads * hd;
+  std::vector<float> qkv(std::size_t(tokens * row)), g(hd);
+  test::fill_normal(qkv.data(), qkv.size(), 41, 0.5, 2.0);
+  test::fill_normal(g.data(), g.size(), 42, 1.0, 0.2);
+  const std::vector<float> before = qkv;
+  tensor_desc q;
+  q.ndim = 3;
+  q.shape[0] = tokens, q.shape[1] = heads, q.shape[2] = hd;
+  q.strides[0] = row, q.strides[1] = hd, q.strides[2] = 1;
+  simdnorm::norm_args a;
+  a.x = qkv.data();
+  a.y = qkv.data();
+  a.gamma = g.data();
+  test::for_each_isa([&](isa i) {
+    qkv = before;
+    REQUIRE(simdnorm::rms_norm(q, q, {1, 1e-6f}, a).ok());
+    std::vector<double> want(hd);
+    const double depth = ref::accumulation_depth(std::size_t(hd), test::lanes(i));
+    test::failures bad;
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (std::int64_t c = 0; c < row; ++c) {
+        const std::size_t k = std::size_t(t * row + c);
+        if (c >= heads * hd) {  // k and v untouched
+          bad.expect(qkv[k] == before[k], [&] { return "k/v written at " + std::to_string(k); });
+          continue;
+        }
+        if (c % hd == 0)
+          ref::rms_norm_row(&before[k], std::size_t(hd), g.data(), 1e-6, want.data());
+        const double w = want[std::size_t(c % hd)];
+        bad.expect(std::fabs(qkv[k] - w) <= rms_bound(depth, w),
+                   [&] { return "q at " + std::to_string(k); });
+      }
+    CHECK_MESSAGE(bad.none(), bad.report());
   });
 }

@@ -56,6 +56,9 @@ struct layer_norm_params {
   /// float mean.
   bool compensated_mean = true;
   store_policy stores = store_policy::automatic;
+  /// gamma_eff = gamma + weight_offset, computed once per call in f32 (Megatron's
+  /// LayerNorm1P: 1); needs norm_args::gamma when nonzero. The weights stay as stored.
+  float weight_offset = 0.f;
 };
 
 /// RMSNorm over the trailing `normalized_ndim` dims: y = x / sqrt(mean(x^2) + eps) * gamma.
@@ -64,6 +67,9 @@ struct rms_norm_params {
   int normalized_ndim = 1;  ///< 1..ndim
   float eps = 1e-6f;        ///< finite and >= 0
   store_policy stores = store_policy::automatic;
+  /// gamma_eff = gamma + weight_offset, computed once per call in f32 (Gemma's `x * (1 + w)`:
+  /// 1); needs norm_args::gamma when nonzero. The weights stay as stored.
+  float weight_offset = 0.f;
 };
 
 /// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,

@@ -142,6 +142,7 @@ typedef struct simdnorm_layer_norm_params {
   float eps;                    /**< finite, >= 0; default 1e-5 */
   int32_t compensated_mean;     /**< nonzero: row mean kept as a float pair; default 1 */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
+  float weight_offset;          /**< gamma_eff = gamma + weight_offset; default 0 */
 } simdnorm_layer_norm_params;
 
 /** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
@@ -149,6 +150,7 @@ typedef struct simdnorm_rms_norm_params {
   int32_t normalized_ndim;      /**< 1..ndim; default 1 */
   float eps;                    /**< finite, >= 0; default 1e-6 */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
+  float weight_offset;          /**< gamma_eff = gamma + weight_offset (Gemma: 1); default 0 */
 } simdnorm_rms_norm_params;
 
 /** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
