@@ -8,6 +8,8 @@
 #   qemu-x86  the same test binaries under qemu-x86_64 -cpu Haswell / Nehalem: dispatch must
 #             fall back to avx2_fma / sse4_2 there and the suite must pass on it (quick mode:
 #             the selected ISA only, largest sizes skipped; see tests/test_util.hpp)
+#   huge      tests/huge on the release build: counts beyond 2^24, a tensor beyond 2^31 floats
+#             (8 GiB in place; skipped with less than 12 GiB free) (scripts/huge.sh)
 #   asan      AddressSanitizer + UBSan build, the full suite (every ISA), must be clean
 #   tsan      ThreadSanitizer build of the concurrency test (scripts/tsan.sh), must be clean
 #   torch     the PyTorch extension (python/): Debian's torch 1.13, its pytest suite with real
@@ -35,10 +37,10 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-  stages=(format release isa-env qemu-x86 asan tsan fuzz torch arm package)
+  stages=(format release isa-env qemu-x86 huge asan tsan fuzz torch arm package)
   # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
   # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
-  [ "$(uname -m)" = x86_64 ] || stages=(format release isa-env asan tsan fuzz torch package)
+  [ "$(uname -m)" = x86_64 ] || stages=(format release isa-env huge asan tsan fuzz torch package)
 fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
@@ -139,6 +141,12 @@ stage_qemu-x86() {
   [ -d "$build/release" ] || stage_release
   # ctest tests labelled qemu (tests/CMakeLists.txt): SIMDNORM_EXPECT_ISA, quick mode, timeouts.
   timeout 1800 ctest --test-dir "$build/release" -L qemu --output-on-failure -j"$jobs" --timeout 900
+}
+
+# ---- huge: shapes beyond 2^24 and 2^31 elements (the release build's library) ---------------
+stage_huge() {
+  [ -d "$build/release" ] || stage_release
+  "$root/scripts/huge.sh" "$build/release"
 }
 
 # ---- asan: AddressSanitizer + UndefinedBehaviorSanitizer --------------------------------------
