@@ -268,31 +268,27 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   if constexpr (Stream) stream_fence();
 }
 
-/// Entry point: picks the instantiation for the affine terms present and the store kind. x
-/// holds TX and y TY elements (float, bf16_t, f16_t); plans ask for streaming stores only
-/// for float outputs.
+/// Row kernel for the affine terms present and the store kind, among those the op can have
+/// (Stats::has_gamma, has_beta; the plan refuses the others): each is its own instantiation.
+template <class V, class Stats, bool Stream, class TX, class TY>
+void row_norm_rows_stores(const row_norm_config& cfg, const row_block& blk) {
+  constexpr bool G = Stats::has_gamma, B = Stats::has_beta;
+  const bool g = G && cfg.gamma != nullptr, b = B && cfg.beta != nullptr;
+  if (g && b)
+    row_norm_rows_impl<V, Stats, G, B, Stream, TX, TY>(cfg, blk);
+  else if (g)
+    row_norm_rows_impl<V, Stats, G, false, Stream, TX, TY>(cfg, blk);
+  else if (b)
+    row_norm_rows_impl<V, Stats, false, B, Stream, TX, TY>(cfg, blk);
+  else
+    row_norm_rows_impl<V, Stats, false, false, Stream, TX, TY>(cfg, blk);
+}
+
+/// Entry point. x holds TX and y TY elements (float, bf16_t, f16_t); plans ask for streaming
+/// stores only for float outputs.
 template <class V, class Stats, class TX, class TY>
 void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  const bool g = cfg.gamma != nullptr, b = cfg.beta != nullptr;
-  if constexpr (std::is_same_v<TY, float>) {
-    if (cfg.stream) {
-      if (g && b)
-        row_norm_rows_impl<V, Stats, true, true, true, TX, TY>(cfg, blk);
-      else if (g)
-        row_norm_rows_impl<V, Stats, true, false, true, TX, TY>(cfg, blk);
-      else if (b)
-        row_norm_rows_impl<V, Stats, false, true, true, TX, TY>(cfg, blk);
-      else
-        row_norm_rows_impl<V, Stats, false, false, true, TX, TY>(cfg, blk);
-      return;
-    }
-  }
-  if (g && b)
-    row_norm_rows_impl<V, Stats, true, true, false, TX, TY>(cfg, blk);
-  else if (g)
-    row_norm_rows_impl<V, Stats, true, false, false, TX, TY>(cfg, blk);
-  else if (b)
-    row_norm_rows_impl<V, Stats, false, true, false, TX, TY>(cfg, blk);
-  else
-    row_norm_rows_impl<V, Stats, false, false, false, TX, TY>(cfg, blk);
+  if constexpr (std::is_same_v<TY, float>)
+    if (cfg.stream) return row_norm_rows_stores<V, Stats, true, TX, TY>(cfg, blk);
+  row_norm_rows_stores<V, Stats, false, TX, TY>(cfg, blk);
 }

@@ -15,6 +15,7 @@
 
 struct rms_norm_stats {
   static constexpr bool centered = false;
+  static constexpr bool has_gamma = true, has_beta = false;
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
   template <class V, class TX>
