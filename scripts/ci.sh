@@ -152,6 +152,7 @@ stage_huge() {
 # ---- asan: AddressSanitizer + UndefinedBehaviorSanitizer --------------------------------------
 stage_asan() {
   configure "$build/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSIMDNORM_SANITIZE=ON \
+    -DSIMDNORM_ALL_DTYPES=OFF \
     -DSIMDNORM_BUILD_EXAMPLES=ON -DSIMDNORM_BUILD_BENCHMARKS=OFF
   build "$build/asan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
@@ -222,6 +223,7 @@ stage_arm() {
 
   # Serial build: library and C API test without oneTBB, which is then not linked at all.
   configure "$build/arm-serial" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+    -DSIMDNORM_ALL_DTYPES=OFF \
     -DSIMDNORM_WITH_TBB=OFF -DSIMDNORM_BUILD_EXAMPLES=OFF -DSIMDNORM_BUILD_BENCHMARKS=OFF
   build "$build/arm-serial" --target simdnorm_test_c_api
   if aarch64-linux-gnu-readelf -d "$build/arm-serial/tests/simdnorm_test_c_api" | grep -q libtbb; then
@@ -246,6 +248,7 @@ stage_package() {
     local shared=OFF
     [ $kind = shared ] && shared=ON
     configure "$build/pkg-$kind" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=$shared \
+      -DSIMDNORM_ALL_DTYPES=OFF \
       -DSIMDNORM_BUILD_TESTS=OFF -DSIMDNORM_BUILD_BENCHMARKS=OFF -DSIMDNORM_BUILD_EXAMPLES=OFF \
       -DCMAKE_INSTALL_PREFIX="$tmp/$kind"
     build "$build/pkg-$kind"
@@ -283,8 +286,10 @@ stage_package() {
   echo "package: $(wc -l <<<"$syms") exported symbols, all public API"
 
   # Source-tree users get the same simdnorm::simdnorm target.
-  consumer cxx "$tmp/cxx-subdir" -DSIMDNORM_CONSUME=add_subdirectory -DSIMDNORM_SOURCE_DIR="$root"
-  consumer c "$tmp/c-fetch" -DSIMDNORM_CONSUME=fetchcontent -DSIMDNORM_SOURCE_DIR="$root"
+  consumer cxx "$tmp/cxx-subdir" -DSIMDNORM_CONSUME=add_subdirectory -DSIMDNORM_SOURCE_DIR="$root" \
+    -DSIMDNORM_ALL_DTYPES=OFF
+  consumer c "$tmp/c-fetch" -DSIMDNORM_CONSUME=fetchcontent -DSIMDNORM_SOURCE_DIR="$root" \
+    -DSIMDNORM_ALL_DTYPES=OFF
 }
 
 say "setup"

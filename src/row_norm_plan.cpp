@@ -206,6 +206,11 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->kernels = kt;
   p->kernel = (kt->*op.kernel)[std::size_t(x.type)][std::size_t(y.type)];
   p->add_kernel = kt->add_rows[std::size_t(x.type)];
+  if (p->kernel == nullptr)
+    return status::error(status_code::unsupported_dtype,
+                         "%s: x %s, y %s: this build has f32 row kernels only "
+                         "(SIMDNORM_ALL_DTYPES=OFF)",
+                         opname, dtype_name(x.type), dtype_name(y.type));
   std::int64_t cols = 1;
   for (int i = first; i < x.ndim; ++i) cols *= x.shape[i];
   std::int64_t rows = 1;

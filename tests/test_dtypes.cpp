@@ -315,7 +315,8 @@ const std::size_t kCols[] = {1, 3, 7, 8, 15, 16, 17, 33, 64, 100, 255, 256, 257,
 
 }  // namespace
 
-TEST_CASE("dtypes: row ops with every pair of x and y types match float64 (every ISA)") {
+TEST_CASE("dtypes: row ops with every pair of x and y types match float64 (every ISA)" *
+          doctest::skip(!test::all_dtypes)) {
   test::for_each_isa([](simdnorm::isa i) {
     std::uint32_t seed = 1;
     for (row_op op : {row_op::layer_norm, row_op::rms_norm, row_op::l2_norm})
@@ -331,7 +332,8 @@ TEST_CASE("dtypes: row ops with every pair of x and y types match float64 (every
   });
 }
 
-TEST_CASE("dtypes: padded, misaligned, in place and with a large mean") {
+TEST_CASE("dtypes: padded, misaligned, in place and with a large mean" *
+          doctest::skip(!test::all_dtypes)) {
   test::for_each_isa([](simdnorm::isa i) {
     for (dtype t : {dtype::bf16, dtype::f16})
       for (std::size_t cols : {17, 64, 300}) {
@@ -343,7 +345,8 @@ TEST_CASE("dtypes: padded, misaligned, in place and with a large mean") {
   });
 }
 
-TEST_CASE("dtypes: NaN and Inf stay in their row; f16 outputs beyond 65504 become Inf") {
+TEST_CASE("dtypes: NaN and Inf stay in their row, f16 outputs beyond 65504 become Inf" *
+          doctest::skip(!test::all_dtypes)) {
   test::for_each_isa([](simdnorm::isa) {
     for (dtype t : {dtype::bf16, dtype::f16}) {
       CAPTURE(std::string(simdnorm::dtype_name(t)));
@@ -375,7 +378,7 @@ TEST_CASE("dtypes: NaN and Inf stay in their row; f16 outputs beyond 65504 becom
   });
 }
 
-TEST_CASE("dtypes: errors are clear and write nothing") {
+TEST_CASE("dtypes: errors are clear and write nothing" * doctest::skip(!test::all_dtypes)) {
   std::vector<std::uint16_t> x(12, 0x3f80), y(12, 0x7777);
   const tensor_desc xb = tensor_desc::contiguous({3, 4}, dtype::bf16);
   const tensor_desc yf = tensor_desc::contiguous({3, 4}, dtype::f16);

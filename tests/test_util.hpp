@@ -68,6 +68,10 @@ inline bool foreign_isa(simdnorm::isa* out) {
   return false;
 }
 
+/// True when the library's row kernels cover bf16 and f16 (SIMDNORM_ALL_DTYPES, off in the
+/// sanitizer builds). Test cases that need them carry `* doctest::skip(!test::all_dtypes)`.
+inline constexpr bool all_dtypes = SIMDNORM_ALL_DTYPES;
+
 /// True when the environment variable `name` is set and not empty.
 inline bool env_set(const char* name) {
   const char* v = std::getenv(name);
