@@ -1,8 +1,13 @@
 // simdnorm_torch: simdnorm's plans as PyTorch operators (torch.ops.simdnorm.*).
 //
-// Each call builds a plan key from the op, the shapes, the strides and the parameters, takes the
-// plan from a small LRU cache (or makes it) and executes it on an executor that hands the tasks
-// to at::parallel_for, so torch.set_num_threads governs the threads. Forward only: the
+// Each call builds a plan key from the op, the shapes, the strides, the element types and the
+// parameters, takes the plan from a small LRU cache (or makes it) and executes it on an executor
+// that hands the tasks to at::parallel_for, so torch.set_num_threads governs the threads.
+//
+// Element types: the row ops (layer_norm, rms_norm, normalize and the fused_add_* ops) take
+// float32, bfloat16 and float16 inputs; the output has the input's dtype. Their weight and bias
+// are float32 or the input's dtype (converted to a float32 copy per call: the kernels read
+// float32 parameters). The channel ops take float32 only. Forward only: the
 // operators have no autograd formula and refuse inputs that require grad in grad mode (the
 // Python modules and simdnorm_torch.normalize fall back to PyTorch when a graph is needed).
 //
@@ -78,7 +83,7 @@ class key_builder {
     return add(static_cast<int64_t>(reinterpret_cast<intptr_t>(p)));
   }
   key_builder& add(const simdnorm::tensor_desc& d) {
-    add(static_cast<int64_t>(d.ndim));
+    add(static_cast<int64_t>(d.type)).add(static_cast<int64_t>(d.ndim));
     for (int i = 0; i < d.ndim; ++i) add(d.shape[i]).add(d.strides[i]);
     return *this;
   }
@@ -181,11 +186,30 @@ plan_cache& cache() {
 
 // ---- argument checks and conversions ---------------------------------------------------------
 
-void check_input(const Tensor& x, const char* op) {
+// The element types of the row ops' x and y.
+bool is_row_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
+simdnorm::dtype dtype_of(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return simdnorm::dtype::bf16;
+    case at::kHalf: return simdnorm::dtype::f16;
+    default: return simdnorm::dtype::f32;
+  }
+}
+
+// `row_dtypes`: the op takes bfloat16 and float16 besides float32 (the row ops).
+void check_input(const Tensor& x, const char* op, bool row_dtypes = false) {
   TORCH_CHECK(x.device().is_cpu(), "simdnorm.", op, ": input must be a CPU tensor, got ",
               x.device());
-  TORCH_CHECK(x.scalar_type() == at::kFloat, "simdnorm.", op, ": input must be float32, got ",
-              x.scalar_type());
+  if (row_dtypes) {
+    TORCH_CHECK(is_row_dtype(x.scalar_type()), "simdnorm.", op,
+                ": input must be float32, bfloat16 or float16, got ", x.scalar_type());
+  } else {
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "simdnorm.", op, ": input must be float32, got ",
+                x.scalar_type());
+  }
   TORCH_CHECK(x.layout() == at::kStrided, "simdnorm.", op, ": input must be a strided tensor");
   TORCH_CHECK(x.dim() <= simdnorm::max_dims, "simdnorm.", op, ": input has ", x.dim(),
               " dims, at most ", simdnorm::max_dims, " are supported");
@@ -203,8 +227,26 @@ const float* vector_ptr(const optional<Tensor>& t, int64_t numel, const char* op
   return t->data_ptr<float>();
 }
 
+// A row op's weight or bias: float32, or the input's dtype `x_type` (converted into a float32
+// copy kept in *holder). `numel` entries, CPU, contiguous.
+const float* row_vector_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel,
+                            const char* op, const char* name, Tensor* holder) {
+  if (!t.has_value() || !t->defined() || t->scalar_type() == at::kFloat || x_type == at::kFloat) {
+    return vector_ptr(t, numel, op, name);
+  }
+  TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == x_type, "simdnorm.", op, ": ", name,
+              " must be a float32 CPU tensor or one of the input's dtype (", x_type, "), got ",
+              t->scalar_type(), " on ", t->device());
+  TORCH_CHECK(t->is_contiguous(), "simdnorm.", op, ": ", name, " must be contiguous");
+  TORCH_CHECK(t->numel() == numel, "simdnorm.", op, ": ", name, " has ", t->numel(),
+              " elements, expected ", numel);
+  *holder = t->to(at::kFloat);  // exact: bfloat16 and float16 values are float32 values
+  return holder->data_ptr<float>();
+}
+
 simdnorm::tensor_desc desc_of(const Tensor& t) {
   simdnorm::tensor_desc d;
+  d.type = dtype_of(t.scalar_type());
   d.ndim = static_cast<int>(t.dim());
   for (int i = 0; i < d.ndim; ++i) {
     d.shape[i] = t.size(i);
@@ -265,14 +307,23 @@ int64_t check_normalized_shape(const Tensor& x, at::IntArrayRef normalized_shape
   return numel;
 }
 
-// The ops whose plans depend on shapes and parameters only (all but BatchNorm): `extra` are the
+// The bits of a float parameter as a key entry.
+int64_t key_of(float v) {
+  int32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+// The ops whose plans depend on shapes, types and parameters only (all but BatchNorm): runs the
+// op from x into y (allocated by the caller; may be x), with the fused residual add of the row
+// ops when `residual` is given (h = x + residual stored back into residual). `extra` are the
 // parameters besides eps that the plan depends on; gamma and beta have `affine_numel` entries.
 template <class Params>
-Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params,
-                 std::initializer_list<int64_t> extra, const optional<Tensor>& weight,
-                 const optional<Tensor>& bias, int64_t affine_numel) {
-  Tensor y = output_like(x);
-  if (x.numel() == 0) return y;  // plans want positive sizes; there is nothing to compute
+void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y, const Params& params,
+              std::initializer_list<int64_t> extra, const optional<Tensor>& weight,
+              const optional<Tensor>& bias, int64_t affine_numel,
+              const Tensor* residual = nullptr) {
+  if (x.numel() == 0) return;  // plans want positive sizes; there is nothing to compute
   const auto xd = desc_of(x), yd = desc_of(y);
   key_builder kb(id);
   kb.add(xd).add(yd);
@@ -280,25 +331,44 @@ Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params
   std::string key = kb.add(params.eps).take();
   simdnorm::plan plan = cache().get(
       key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
+  Tensor weight32, bias32;  // float32 copies of bfloat16 / float16 parameters
   simdnorm::norm_args args;
-  args.x = x.data_ptr<float>();
-  args.y = y.data_ptr<float>();
-  args.gamma = vector_ptr(weight, affine_numel, op, "weight");
-  args.beta = vector_ptr(bias, affine_numel, op, "bias");
+  args.x = x.data_ptr();
+  args.y = y.data_ptr();
+  args.gamma = row_vector_ptr(weight, x.scalar_type(), affine_numel, op, "weight", &weight32);
+  args.beta = row_vector_ptr(bias, x.scalar_type(), affine_numel, op, "bias", &bias32);
+  if (residual != nullptr) {
+    args.residual = residual->data_ptr();
+    args.residual_out = residual->data_ptr();
+  }
   execute(plan, args, op);
+}
+
+template <class Params>
+Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params,
+                 std::initializer_list<int64_t> extra, const optional<Tensor>& weight,
+                 const optional<Tensor>& bias, int64_t affine_numel) {
+  Tensor y = output_like(x);
+  run_into(id, op, x, y, params, extra, weight, bias, affine_numel);
   return y;
 }
 
 // LayerNorm and RMSNorm: rows over the trailing dims named by normalized_shape.
 template <class Params>
 Tensor row_norm(op_id id, const char* op, const Tensor& x, at::IntArrayRef normalized_shape,
-                const optional<Tensor>& weight, const optional<Tensor>& bias, double eps) {
-  check_input(x, op);
+                const optional<Tensor>& weight, const optional<Tensor>& bias, double eps,
+                double weight_offset = 0.0) {
+  check_input(x, op, /*row_dtypes=*/true);
   const int64_t row = check_normalized_shape(x, normalized_shape, op);
   Params params;
   params.normalized_ndim = static_cast<int>(normalized_shape.size());
   params.eps = static_cast<float>(eps);
-  return run_plain(id, op, x, params, {params.normalized_ndim}, weight, bias, row);
+  params.weight_offset = static_cast<float>(weight_offset);
+  TORCH_CHECK(params.weight_offset == 0.f || (weight.has_value() && weight->defined()), "simdnorm.",
+              op, ": weight_offset=", weight_offset,
+              " needs a weight (the scale is weight + weight_offset)");
+  return run_plain(id, op, x, params, {params.normalized_ndim, key_of(params.weight_offset)},
+                   weight, bias, row);
 }
 
 Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optional<Tensor>& weight,
@@ -308,9 +378,44 @@ Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optio
 }
 
 Tensor rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optional<Tensor>& weight,
-                double eps) {
+                double eps, double weight_offset) {
   return row_norm<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm", x, normalized_shape,
-                                             weight, c10::nullopt, eps);
+                                             weight, c10::nullopt, eps, weight_offset);
+}
+
+// vLLM's fused_add_rms_norm / fused_add_layer_norm, in place: residual <- input + residual
+// (rounded once into the dtype), input <- norm(residual) over the last dim.
+template <class Params>
+void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& residual,
+                    const Tensor& weight, const optional<Tensor>& bias, double eps) {
+  check_input(x, op, /*row_dtypes=*/true);
+  TORCH_CHECK(x.dim() >= 1, "simdnorm.", op, ": input needs at least 1 dim");
+  TORCH_CHECK(residual.device().is_cpu() && residual.scalar_type() == x.scalar_type(), "simdnorm.",
+              op, ": residual must be a CPU tensor of the input's dtype (", x.scalar_type(),
+              "), got ", residual.scalar_type(), " on ", residual.device());
+  TORCH_CHECK(residual.layout() == at::kStrided, "simdnorm.", op,
+              ": residual must be a strided tensor");
+  TORCH_CHECK(residual.sizes() == x.sizes() && residual.strides() == x.strides(), "simdnorm.", op,
+              ": residual must have the input's sizes and strides, got ", residual.sizes(),
+              " with strides ", residual.strides(), " for an input of ", x.sizes(),
+              " with strides ", x.strides());
+  TORCH_CHECK(weight.defined(), "simdnorm.", op, ": weight is required");
+  Params params;
+  params.normalized_ndim = 1;
+  params.eps = static_cast<float>(eps);
+  run_into(id, op, x, x, params, {params.normalized_ndim, key_of(params.weight_offset)}, weight,
+           bias, x.size(-1), &residual);
+}
+
+void fused_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+  fused_add_norm<simdnorm::rms_norm_params>(op_id::rms_norm, "fused_add_rms_norm", x, residual,
+                                            weight, c10::nullopt, eps);
+}
+
+void fused_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                          const Tensor& bias, double eps) {
+  fused_add_norm<simdnorm::layer_norm_params>(op_id::layer_norm, "fused_add_layer_norm", x,
+                                              residual, weight, bias, eps);
 }
 
 int64_t channels_of(const Tensor& x, const char* op) {
@@ -471,7 +576,7 @@ Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight, const opti
 // p = 1 or 2 and a dim the plan takes as rows (every dim after it of size 1, the row dense).
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   constexpr const char* op = "normalize";
-  check_input(x, op);
+  check_input(x, op, /*row_dtypes=*/true);
   const int64_t axis = c10::maybe_wrap_dim(dim, x.dim());  // IndexError out of range, as torch
   TORCH_CHECK(p == 1.0 || p == 2.0, "simdnorm.", op, ": p=", p,
               " is not supported; simdnorm's Lp plan takes p = 1 or 2");
@@ -508,10 +613,40 @@ Tensor layer_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
 }
 
 Tensor rms_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
-                         const optional<Tensor>& weight, double eps) {
+                         const optional<Tensor>& weight, double eps, double weight_offset) {
   check_no_grad("rms_norm", x, weight);
   at::AutoDispatchBelowADInplaceOrView guard;
-  return rms_norm(x, normalized_shape, weight, eps);
+  return rms_norm(x, normalized_shape, weight, eps, weight_offset);
+}
+
+// The fused_add ops update input and residual in place: version counters are bumped here, as
+// the ADInplaceOrView kernel this one replaces would.
+void fused_add_rms_norm_autograd(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                 double eps) {
+  constexpr const char* op = "fused_add_rms_norm";
+  check_no_grad(op, x, residual, weight);
+  check_mutable(x, op, "input");
+  check_mutable(residual, op, "residual");
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    fused_add_rms_norm(x, residual, weight, eps);
+  }
+  bump_version(x);
+  bump_version(residual);
+}
+
+void fused_add_layer_norm_autograd(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                   const Tensor& bias, double eps) {
+  constexpr const char* op = "fused_add_layer_norm";
+  check_no_grad(op, x, residual, weight, bias);
+  check_mutable(x, op, "input");
+  check_mutable(residual, op, "residual");
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    fused_add_layer_norm(x, residual, weight, bias, eps);
+  }
+  bump_version(x);
+  bump_version(residual);
 }
 
 Tensor batch_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
@@ -554,7 +689,13 @@ TORCH_LIBRARY(simdnorm, m) {
       "Tensor? bias=None, float eps=1e-05) -> Tensor");
   m.def(
       "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, "
-      "float eps=1e-06) -> Tensor");
+      "float eps=1e-06, float weight_offset=0.) -> Tensor");
+  m.def(
+      "fused_add_rms_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, "
+      "float eps=1e-06) -> ()");
+  m.def(
+      "fused_add_layer_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, Tensor bias, "
+      "float eps=1e-05) -> ()");
   m.def(
       "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
       "Tensor(b!)? running_var, Tensor(c!)? num_batches_tracked, bool training, "
@@ -571,6 +712,8 @@ TORCH_LIBRARY(simdnorm, m) {
 TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("layer_norm", &simdnorm_torch::layer_norm);
   m.impl("rms_norm", &simdnorm_torch::rms_norm);
+  m.impl("fused_add_rms_norm", &simdnorm_torch::fused_add_rms_norm);
+  m.impl("fused_add_layer_norm", &simdnorm_torch::fused_add_layer_norm);
   m.impl("batch_norm", &simdnorm_torch::batch_norm);
   m.impl("group_norm", &simdnorm_torch::group_norm);
   m.impl("instance_norm", &simdnorm_torch::instance_norm);
@@ -580,6 +723,8 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
 TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("layer_norm", &simdnorm_torch::layer_norm_autograd);
   m.impl("rms_norm", &simdnorm_torch::rms_norm_autograd);
+  m.impl("fused_add_rms_norm", &simdnorm_torch::fused_add_rms_norm_autograd);
+  m.impl("fused_add_layer_norm", &simdnorm_torch::fused_add_layer_norm_autograd);
   m.impl("batch_norm", &simdnorm_torch::batch_norm_autograd);
   m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
   m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);

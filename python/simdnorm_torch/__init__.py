@@ -1,7 +1,9 @@
-"""simdnorm's SIMD normalization kernels inside PyTorch (CPU, float32, forward).
+"""simdnorm's SIMD normalization kernels inside PyTorch (CPU, forward; float32, and bfloat16
+and float16 for the row ops).
 
 Importing this package registers the operators ``torch.ops.simdnorm.layer_norm``,
-``rms_norm``, ``batch_norm``, ``group_norm``, ``instance_norm`` and ``normalize`` and provides
+``rms_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``, ``normalize``,
+``fused_add_rms_norm`` and ``fused_add_layer_norm`` and provides
 drop-in modules, :func:`normalize` (torch.nn.functional.normalize) and :func:`convert`, which
 swaps the normalization modules of a model in place::
 

@@ -36,7 +36,8 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     """torch.nn.functional.normalize(x, p, dim, eps) on simdnorm: y = x / max(||x||_p, eps)
     along `dim`.
 
-    Runs ``torch.ops.simdnorm.normalize`` for float32 CPU tensors, p = 1 or 2 and a `dim` that is
+    Runs ``torch.ops.simdnorm.normalize`` for float32, bfloat16 and float16 CPU tensors (the
+    output has the input's dtype), p = 1 or 2 and a `dim` that is
     the innermost dim of size > 1 with its elements contiguous (the rows of an embedding matrix
     [N, D] with dim=1 or -1, padded or sliced batches included), when no autograd graph is
     needed. Anything else (other dtypes or devices, other p, eps < 0, a non-innermost or strided
@@ -46,8 +47,9 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     def slow(x):
         return F.normalize(x, p, dim, eps)
 
-    why = _why_not(x, ()) or _normalize_why_not(x, p, dim, eps)
+    why = _why_not(x, (), row=True) or _normalize_why_not(x, p, dim, eps)
     if why is not None:
         _fallbacks[f"normalize: {why}"] += 1
         return slow(x)
-    return _run("normalize", lambda: _ops.normalize(x, float(p), dim, float(eps)), slow, x)
+    return _run("normalize", lambda: _ops.normalize(x, float(p), dim, float(eps)), slow, x,
+                row=True)

@@ -4,7 +4,9 @@ Each module subclasses its torch.nn counterpart: same constructor, parameters, b
 state_dict keys, same results up to float32 rounding. A call runs on simdnorm when it can and on
 PyTorch's own forward otherwise:
 
-* float32 CPU input and float32 parameters;
+* CPU input and parameters: float32 for BatchNorm, GroupNorm and InstanceNorm; float32,
+  bfloat16 or float16 for LayerNorm and RMSNorm, with the parameters of the input's dtype (the
+  output has that dtype, as in PyTorch; simdnorm computes in float32 and rounds once);
 * no autograd graph wanted: the operators are forward-only, so a call that needs gradients
   (grad mode on and the input or a parameter requires grad) runs PyTorch's forward. Run
   inference under ``torch.no_grad()`` or ``torch.inference_mode()``;
@@ -29,10 +31,20 @@ def fallback_counts():
     return dict(_fallbacks)
 
 
-def _why_not(x, params):
-    """None when simdnorm can run a call on x with these parameters, else the reason. Parameters
+_ROW_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _why_not(x, params, row=False):
+    """None when simdnorm can run a call on x with these parameters, else the reason. `row`: a
+    row op (LayerNorm, RMSNorm, normalize), which takes bfloat16 and float16 too and runs on
+    simdnorm when its parameters have x's dtype: other mixes keep PyTorch's result dtype (a
+    user RMSNorm promotes) or its error through the fallback. For the channel ops, parameters
     of another dtype than x fail in PyTorch's forward too: the operator reports them."""
-    if x.dtype != torch.float32:
+    if row:
+        if x.dtype not in _ROW_DTYPES or any(p is not None and p.dtype != x.dtype
+                                             for p in params):
+            return "dtype"
+    elif x.dtype != torch.float32:
         return "dtype"
     if x.device.type != "cpu":
         return "device"
@@ -42,9 +54,9 @@ def _why_not(x, params):
     return None
 
 
-def _run(op, fast, slow, x, *params):
+def _run(op, fast, slow, x, *params, row=False):
     """fast() on simdnorm, or slow(x) (PyTorch) when simdnorm cannot take the call."""
-    why = _why_not(x, params)
+    why = _why_not(x, params, row)
     if why is None:
         try:
             return fast()
@@ -82,7 +94,7 @@ class LayerNorm(nn.LayerNorm):
         return _run("layer_norm",
                     lambda: _ops.layer_norm(x, self.normalized_shape, self.weight, self.bias,
                                             self.eps),
-                    super().forward, x, self.weight, self.bias)
+                    super().forward, x, self.weight, self.bias, row=True)
 
 
 class GroupNorm(nn.GroupNorm):
@@ -184,7 +196,7 @@ class RMSNorm(nn.Module):
             return _layout_fallback("rms_norm", x, self._reference)
         return _run("rms_norm",
                     lambda: _ops.rms_norm(x, self.normalized_shape, self.weight, self.eps),
-                    self._reference, x, self.weight)
+                    self._reference, x, self.weight, row=True)
 
     def _reference(self, x):
         return _rms_reference(x, self.normalized_shape, self.weight, self.eps)
@@ -206,9 +218,10 @@ def _rms_subclass(base):
             eps = torch.finfo(torch.float32).eps if eps is None else float(eps)
             if not _rows_dense(x, len(self._simdnorm_shape)):
                 return _layout_fallback("rms_norm", x, super(cls, self).forward)
+            offset = getattr(self, "_simdnorm_weight_offset", 0.0)
             return _run("rms_norm",
-                        lambda: _ops.rms_norm(x, self._simdnorm_shape, self.weight, eps),
-                        super(cls, self).forward, x, self.weight)
+                        lambda: _ops.rms_norm(x, self._simdnorm_shape, self.weight, eps, offset),
+                        super(cls, self).forward, x, self.weight, row=True)
 
         cls = type("Simdnorm" + base.__name__, (base,), {"forward": forward,
                                                          "__module__": __name__})
@@ -248,17 +261,21 @@ class ConvertReport:
         return "\n".join(lines)
 
 
-def _tensors_problem(m):
+def _tensors_problem(m, row=False):
+    """`row`: LayerNorm and RMSNorm, whose parameters may also be bfloat16 or float16."""
     tensors = list(m.parameters(recurse=False)) + [b for b in m.buffers(recurse=False)
                                                    if b.is_floating_point()]
-    if any(t.dtype != torch.float32 for t in tensors):
+    if row:
+        if any(t.dtype not in _ROW_DTYPES for t in tensors):
+            return "parameters or buffers are not float32, bfloat16 or float16"
+    elif any(t.dtype != torch.float32 for t in tensors):
         return "parameters or buffers are not float32"
     if any(t.device.type != "cpu" for t in tensors):
         return "parameters or buffers are not on the CPU"
     return None
 
 
-def _rms_problem(m):
+def _rms_problem(m, weight_offset):
     """Checks a user RMSNorm and records what its forward needs; returns a reason or None."""
     eps_name = next((n for n in _RMS_EPS_NAMES if hasattr(m, n)), None)
     if eps_name is None:
@@ -269,6 +286,9 @@ def _rms_problem(m):
         shape = tuple(weight.shape)
     if shape is None:
         return "neither normalized_shape nor a weight to take the shape from"
+    if weight_offset != 0.0 and not isinstance(weight, torch.Tensor):
+        return "weight_offset without a weight"
+    m._simdnorm_weight_offset = weight_offset
     m._simdnorm_eps_name = eps_name
     m._simdnorm_shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return None
@@ -281,16 +301,25 @@ def convert(model, rms_norm_classes=()):
     nn.InstanceNorm1d/2d/3d (track_running_stats=False), plus modules of the classes in
     `rms_norm_classes` (and torch.nn.RMSNorm where PyTorch has it): RMSNorm modules computing
     x * rsqrt(mean(x^2 over normalized_shape) + eps) * weight, with an `eps` (or
-    `variance_epsilon`) attribute and `normalized_shape` or a `weight` of that shape.
+    `variance_epsilon`) attribute and `normalized_shape` or a `weight` of that shape. An entry
+    may be a pair (cls, weight_offset) for classes that scale by weight + weight_offset, such as
+    Gemma's RMSNorm, x * rsqrt(...) * (1 + weight): (GemmaRMSNorm, 1.0).
 
     A module keeps its identity, parameters, buffers, hooks and state_dict keys: only its class
     changes (to a subclass of the original), so converted and original models load the same
     checkpoints. Modules that cannot run on simdnorm (subclasses with their own forward,
-    InstanceNorm tracking running stats, non-float32 or non-CPU parameters) are left as they are
-    and listed in the returned ConvertReport.
+    InstanceNorm tracking running stats, parameters of other dtypes than float32 (LayerNorm and
+    RMSNorm: float32, bfloat16 or float16) or not on the CPU) are left as they are and listed in
+    the returned ConvertReport.
     """
     report = ConvertReport()
-    rms_classes = tuple(rms_norm_classes) + ((nn.RMSNorm,) if hasattr(nn, "RMSNorm") else ())
+    rms_offsets = {nn.RMSNorm: 0.0} if hasattr(nn, "RMSNorm") else {}
+    for entry in rms_norm_classes:
+        cls, offset = entry if isinstance(entry, tuple) else (entry, 0.0)
+        if rms_offsets.get(cls, offset) != offset:
+            raise ValueError(f"convert: {cls.__name__} given with weight offsets "
+                             f"{rms_offsets[cls]} and {offset}")
+        rms_offsets[cls] = float(offset)
     simd_classes = set(_CONVERSIONS.values()) | {RMSNorm} | set(_rms_subclasses.values())
     for name, m in model.named_modules():
         cls = type(m)
@@ -298,12 +327,12 @@ def convert(model, rms_norm_classes=()):
             continue
         if cls in _CONVERSIONS:
             target = _CONVERSIONS[cls]
-            why = _tensors_problem(m)
+            why = _tensors_problem(m, row=cls is nn.LayerNorm)
             if why is None and isinstance(m, _InstanceNorm) and m.track_running_stats:
                 why = "InstanceNorm with track_running_stats=True"
-        elif cls in rms_classes:
+        elif cls in rms_offsets:
             target = _rms_subclass(cls)
-            why = _tensors_problem(m) or _rms_problem(m)
+            why = _tensors_problem(m, row=True) or _rms_problem(m, rms_offsets[cls])
         elif isinstance(m, _NORM_BASES):
             why = "subclass of a torch.nn norm class (its own forward)"
         else:

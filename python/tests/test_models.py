@@ -134,19 +134,23 @@ class Decoder(nn.Module):
 
     def forward(self, idx):
         t = idx.shape[1]
-        mask = torch.full((t, t), float("-inf")).triu(1)
+        mask = torch.full((t, t), float("-inf"), dtype=self.head.weight.dtype).triu(1)
         x = self.tok(idx) + self.pos(torch.arange(t))
         for block in self.blocks:
             x = block(x, mask)
         return self.head(self.norm(x))
 
 
-def test_gpt_decoder():
+def gpt_decoder():
     model = Decoder()
     for p in model.parameters():  # non-trivial norm weights
         if p.dim() == 1:
             nn.init.normal_(p, 1.0, 0.2)
-    model.eval()
+    return model.eval()
+
+
+def test_gpt_decoder():
+    model = gpt_decoder()
     conv = copy.deepcopy(model)
     report = simdnorm_torch.convert(conv, rms_norm_classes=(RMSNorm,))
     assert report.converted == {"LayerNorm": 5, "RMSNorm": 4} and not report.skipped
@@ -158,6 +162,96 @@ def test_gpt_decoder():
         want, got = model(idx), conv(idx)
     assert rel_diff(got, want) < 1e-4
     assert_top1_agrees(got, want)
+
+
+def test_gpt_decoder_bf16():
+    """The decoder in bfloat16: the converted norms run simdnorm (no fallback) and the logits
+    stay as close to the float32 model's as PyTorch's own bfloat16 run does. No error bound
+    carries through the whole model, so this compares the two bfloat16 runs' distances to the
+    float32 logits: simdnorm's norms round once, PyTorch's bfloat16 LayerNorm and the user
+    RMSNorm (x.pow(2).mean in bfloat16) several times, hence 1.25 times PyTorch's distance."""
+    model = gpt_decoder()
+    ref32 = copy.deepcopy(model)
+    model = model.to(torch.bfloat16)
+    conv = copy.deepcopy(model)
+    report = simdnorm_torch.convert(conv, rms_norm_classes=(RMSNorm,))
+    assert report.converted == {"LayerNorm": 5, "RMSNorm": 4} and not report.skipped
+    idx = torch.randint(0, 512, (2, 64))
+    before = simdnorm_torch.fallback_counts()
+    with torch.inference_mode():
+        want32, want, got = ref32(idx), model(idx), conv(idx)
+    assert simdnorm_torch.fallback_counts() == before, "converted modules fell back to torch"
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert rel_diff(got.float(), want32) <= 1.25 * rel_diff(want.float(), want32)
+
+
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm: float32 statistics, scale 1 + weight (weights stored around 0)."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (y * (1.0 + self.weight.float())).type_as(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_gemma_rms_norm_weight_offset(dtype):
+    m = GemmaRMSNorm(64).to(dtype)
+    with torch.no_grad():
+        m.weight.normal_(0.0, 0.2)
+    ref = copy.deepcopy(m)
+    report = simdnorm_torch.convert(m, rms_norm_classes=[(GemmaRMSNorm, 1.0)])
+    assert report.converted == {"GemmaRMSNorm": 1}
+    x = torch.randn(3, 5, 64).to(dtype)
+    before = simdnorm_torch.fallback_counts()
+    with torch.inference_mode():
+        got, want = m(x), ref(x)
+        assert torch.equal(got, torch.ops.simdnorm.rms_norm(x, [64], m.weight.float() + 1, 1e-6))
+    assert simdnorm_torch.fallback_counts() == before
+    assert got.dtype == dtype
+    # Both compute in float32 (within 2e-5 of the scale, test_ops.py) and round once into the
+    # dtype (u: 0, 2^-8, 2^-11), each within 2e-5 + u of the exact value.
+    u = {torch.float32: 0.0, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}[dtype]
+    assert rel_diff(got.float(), want.float()) <= 2 * (2e-5 + u)
+    with pytest.raises(ValueError, match="weight offsets"):
+        simdnorm_torch.convert(GemmaRMSNorm(4), rms_norm_classes=[GemmaRMSNorm,
+                                                                  (GemmaRMSNorm, 1.0)])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_row_modules_run_half_inputs(dtype):
+    """Converted LayerNorm and RMSNorm modules in bfloat16 / float16 run simdnorm; an input whose
+    dtype differs from the parameters' runs PyTorch (its result dtype, or its error)."""
+    ln, rms = nn.LayerNorm(32).to(dtype), RMSNorm(32).to(dtype)
+    with torch.no_grad():
+        for p in list(ln.parameters()) + list(rms.parameters()):
+            p.normal_()
+    ln_ref = copy.deepcopy(ln)
+    report = simdnorm_torch.convert(nn.ModuleList([ln, rms]), rms_norm_classes=(RMSNorm,))
+    assert report.num_converted == 2 and not report.skipped
+    x = torch.randn(4, 32).to(dtype)
+    before = simdnorm_torch.fallback_counts()
+    with torch.no_grad():
+        y_ln, y_rms = ln(x), rms(x)
+    assert simdnorm_torch.fallback_counts() == before
+    assert y_ln.dtype == y_rms.dtype == dtype
+    want = F.layer_norm(x.double(), [32], ln.weight.double(), ln.bias.double(), 1e-5)
+    u = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+    assert rel_diff(y_ln.double(), want) <= 2e-5 + u
+    if dtype == torch.bfloat16:  # PyTorch 1.13 has no float16 LayerNorm on the CPU
+        with torch.no_grad():
+            assert rel_diff(y_ln.float(), ln_ref(x).float()) <= 2e-5 + 7 * u
+    key = "rms_norm: dtype"
+    n = simdnorm_torch.fallback_counts().get(key, 0)
+    with torch.no_grad():
+        y = rms(x.float())  # float32 input, low-precision weight: PyTorch promotes
+    assert y.dtype == torch.float32
+    assert simdnorm_torch.fallback_counts()[key] == n + 1
 
 
 # ---- module behaviour ------------------------------------------------------------------------

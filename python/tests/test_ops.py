@@ -20,6 +20,15 @@ roundings: (((n - 1) / 2 or n - 1) + 2) u |y|. simdnorm against F.normalize is w
 the two bounds (each holds against the exact value). Row lengths: below, at and past a vector
 (1, 3, 16, 17), a short row (100, <= 256), a long row in one 2048-element chunk (1000) and one
 over two chunks (4099).
+
+bfloat16 and float16 (row ops): simdnorm reads x exactly into float32, computes as for float32
+and rounds y once into the output type. Against the float64 reference on the same (exactly
+converted) input, the float32 bound above plus the final rounding holds: |y - ref| <=
+RTOL * scale + u * (|ref| + RTOL * scale) + t, with u half an ulp of the output type (2^-8
+relative for bfloat16, 2^-11 for float16) and t half its smallest subnormal (2^-134, 2^-25: the
+rounding error of results below the normal range); for normalize (rel + u + rel * u) |ref| + t. The fused
+residual add rounds h = x + residual once into the dtype, exactly as PyTorch's
+(x.float() + r.float()).to(dtype); the norm then sees h as stored.
 """
 import math
 
@@ -46,7 +55,7 @@ def layouts(x, channels_last=True):
         out["channels_last"] = x.contiguous(memory_format=torch.channels_last)
     if x.dim() == 5 and channels_last:
         out["channels_last_3d"] = x.contiguous(memory_format=torch.channels_last_3d)
-    padded = torch.zeros((2 * x.shape[0],) + tuple(x.shape[1:]))
+    padded = torch.zeros((2 * x.shape[0],) + tuple(x.shape[1:]), dtype=x.dtype)
     padded[::2] = x
     out["batch_slice"] = padded[::2]
     return out
@@ -440,7 +449,7 @@ def test_normalize_fallbacks():
         return got
 
     expect("dtype", x=x.double())
-    expect("dtype", 1, -1, x=x.bfloat16())
+    expect("dtype", 1, -1, x=x.to(torch.int32).double())
     expect("device", x=torch.empty(4, 8, device="meta"))
     expect("p", 3)
     expect("p", float("inf"), -1)
@@ -464,3 +473,229 @@ def test_normalize_fallbacks():
     assert simdnorm_torch.fallback_counts() == before
     with pytest.raises(IndexError):         # an out-of-range dim fails as in PyTorch
         simdnorm_torch.normalize(torch.randn(4, 8), 2, 2)
+
+
+# ---- bfloat16 and float16 (row ops) ------------------------------------------------------------
+
+HALF = [torch.bfloat16, torch.float16]
+HALF_U = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+# Below the normal range the rounding error is absolute: half the smallest subnormal.
+HALF_TINY = {torch.bfloat16: 2.0 ** -134, torch.float16: 2.0 ** -25}
+
+
+def half_bound(ref, dtype, rtol=RTOL):
+    """Per-element bound on |y - ref| for a y rounded into dtype (header)."""
+    u = HALF_U[dtype]
+    scale = max(ref.abs().max().item(), 1.0)
+    return rtol * scale + u * (ref.abs() + rtol * scale) + HALF_TINY[dtype]
+
+
+def assert_half_close(got, ref, dtype, bound=None):
+    """got (of dtype) within `bound` (default half_bound) of the float64 reference."""
+    assert got.dtype == dtype and got.shape == ref.shape
+    bound = half_bound(ref, dtype) if bound is None else bound
+    worst = ((got.double() - ref).abs() / bound).max().item()
+    assert worst <= 1.0, f"error {worst:.3g} times the bound"
+
+
+def weights_of(kind, n, dtype):
+    """(weight, bias): None, float32, or of the input's dtype."""
+    if kind is None:
+        return None, None
+    w, b = torch.randn(n), torch.randn(n)
+    return (w, b) if kind == "f32" else (w.to(dtype), b.to(dtype))
+
+
+def ln_reference(x, ns, w, b, eps):
+    return F.layer_norm(x.double(), ns, None if w is None else w.double(),
+                        None if b is None else b.double(), eps)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("shape,norm_ndim", [((3, 7), 1), ((2, 5, 64), 1), ((2, 3, 8, 8), 2),
+                                             ((4, 1000), 1), ((1, 4096), 1)])
+@pytest.mark.parametrize("wkind", [None, "f32", "same"])
+def test_layer_norm_half(dtype, shape, norm_ndim, wkind):
+    x = (torch.randn(shape) * 3 + 2).to(dtype)
+    ns = list(shape[-norm_ndim:])
+    w, b = weights_of(wkind, ns, dtype)
+    ref = ln_reference(x, ns, w, b, 1e-5)
+    for name, xl in layouts(x, channels_last=False).items():
+        got = ops.layer_norm(xl, ns, w, b, 1e-5)
+        assert got.dtype == dtype, name
+        assert_half_close(got, ref, dtype)
+
+
+@pytest.mark.parametrize("shape", [(64, 1000), (256, 64), (16, 4096)])
+def test_layer_norm_bf16_against_torch(shape):
+    """For information: PyTorch 1.13's own bfloat16 LayerNorm (bfloat16 weights: it takes no
+    mix). It computes the statistics in float32 but rounds into bfloat16 after each step of
+    y = (x * rstd + (-mean * rstd)) * gamma + beta (scale and shift, the product, the sum, the
+    gamma product, the beta sum): at most six roundings of u = 2^-8 times a term bounded by
+    M = max((|x| + |mean|) * rstd) * max|gamma| + max|beta|. Its bound, RTOL * scale + 6 u M,
+    plus simdnorm's (half_bound) bounds the difference."""
+    n = shape[-1]
+    x = (torch.randn(shape) * 3 + 2).bfloat16()
+    w, b = torch.randn(n).bfloat16(), torch.randn(n).bfloat16()
+    ref = ln_reference(x, [n], w, b, 1e-5)
+    xd = x.double()
+    mean = xd.mean(-1, keepdim=True)
+    rstd = (xd.var(-1, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+    m = ((xd.abs() + mean.abs()) * rstd).max() * w.double().abs().max() + b.double().abs().max()
+    scale = max(ref.abs().max().item(), 1.0)
+    torch_bound = RTOL * scale + 6 * HALF_U[torch.bfloat16] * m.item()
+    got = ops.layer_norm(x, [n], w, b, 1e-5)
+    want = F.layer_norm(x, [n], w, b, 1e-5)
+    assert_half_close(want, ref, torch.bfloat16, torch_bound)
+    assert_half_close(got, want.double(), torch.bfloat16,
+                      half_bound(ref, torch.bfloat16) + torch_bound)
+
+
+def rms_reference64(x, ns, w, eps, offset=0.0):
+    dims = tuple(range(-len(ns), 0))
+    xd = x.double()
+    y = xd * (xd.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
+    return y if w is None else y * (w.double() + offset)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 4096)])
+@pytest.mark.parametrize("wkind", [None, "f32", "same"])
+def test_rms_norm_half(dtype, shape, wkind):
+    x = torch.randn(shape).to(dtype)
+    n = shape[-1]
+    w, _ = weights_of(wkind, n, dtype)
+    ref = rms_reference64(x, [n], w, 1e-6)
+    for xl in layouts(x, channels_last=False).values():
+        assert_half_close(ops.rms_norm(xl, [n], w, 1e-6), ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF)
+@pytest.mark.parametrize("wdtype", ["f32", "same"])
+def test_rms_norm_weight_offset(dtype, wdtype):
+    """weight_offset=1 (Gemma) gives exactly the bits of weight + 1 (added in float32)."""
+    x = torch.randn(5, 96).to(dtype)
+    w = torch.randn(96) * 0.1
+    w = w if wdtype == "f32" else w.to(dtype)
+    got = ops.rms_norm(x, [96], w, 1e-6, 1.0)
+    assert torch.equal(got, ops.rms_norm(x, [96], w.float() + 1, 1e-6))
+    assert torch.equal(ops.rms_norm(x, [96], w, 1e-6, 0.0), ops.rms_norm(x, [96], w, 1e-6))
+    if dtype != torch.float32:
+        assert_half_close(got, rms_reference64(x, [96], w, 1e-6, 1.0), dtype)
+    else:
+        assert_close(got, rms_reference(x, [96], w.float() + 1, 1e-6))
+    with pytest.raises(RuntimeError, match="weight_offset=1 needs a weight"):
+        ops.rms_norm(x, [96], None, 1e-6, 1.0)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("n", [1, 17, 1000, 4099])
+@pytest.mark.parametrize("p", [1, 2])
+def test_normalize_half(dtype, n, p):
+    x = (torch.randn(9, n) * 2 + 0.25).to(dtype)
+    got = ops.normalize(x, float(p), 1, 1e-12)
+    assert got.dtype == dtype
+    ref = lp_reference(x, p, 1, 1e-12)
+    rel = lp_bound(n, p)
+    u = HALF_U[dtype]
+    assert_half_close(got, ref, dtype, (rel + u + rel * u) * ref.abs() + HALF_TINY[dtype])
+    before = simdnorm_torch.fallback_counts()
+    assert torch.equal(simdnorm_torch.normalize(x, p, -1), got)
+    assert simdnorm_torch.fallback_counts() == before
+
+
+def fused_case(dtype, shape, layout):
+    x = torch.randn(shape).to(dtype)
+    r = (torch.randn(shape) * 4).to(dtype)
+    return layouts(x, channels_last=False)[layout], layouts(r, channels_last=False)[layout]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 4096)])
+@pytest.mark.parametrize("layout", ["contiguous", "batch_slice"])
+def test_fused_add_rms_norm(dtype, shape, layout):
+    """vLLM's semantics, in place: residual <- input + residual, input <- rms_norm(residual)."""
+    n = shape[-1]
+    x, r = fused_case(dtype, shape, layout)
+    w = torch.randn(n).to(dtype)
+    x0, r0 = x.clone(), r.clone()
+    versions = x._version, r._version
+    assert ops.fused_add_rms_norm(x, r, w, 1e-6) is None
+    assert torch.equal(r, (x0.float() + r0.float()).to(dtype))
+    assert torch.equal(x, ops.rms_norm(r, [n], w, 1e-6))  # the norm of h as stored
+    ref = rms_reference64(r, [n], w, 1e-6)
+    if dtype == torch.float32:
+        assert_close(x, ref.float())
+    else:
+        assert_half_close(x, ref, dtype)
+    assert x._version > versions[0] and r._version > versions[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32] + HALF)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 4096)])
+@pytest.mark.parametrize("layout", ["contiguous", "batch_slice"])
+def test_fused_add_layer_norm(dtype, shape, layout):
+    n = shape[-1]
+    x, r = fused_case(dtype, shape, layout)
+    w, b = torch.randn(n), torch.randn(n)  # float32 parameters with any input dtype
+    x0, r0 = x.clone(), r.clone()
+    ops.fused_add_layer_norm(x, r, w, b, 1e-5)
+    assert torch.equal(r, (x0.float() + r0.float()).to(dtype))
+    assert torch.equal(x, ops.layer_norm(r, [n], w, b, 1e-5))
+    ref = ln_reference(r, [n], w, b, 1e-5)
+    if dtype == torch.float32:
+        assert_close(x, ref.float())
+    else:
+        assert_half_close(x, ref, dtype)
+
+
+def test_half_plan_cache_keys_on_dtype():
+    simdnorm_torch.clear_cache()
+    x = torch.randn(4, 32)
+    for dtype in [torch.float32] + HALF + [torch.bfloat16]:
+        ops.layer_norm(x.to(dtype), [32], None, None, 1e-5)
+    info = simdnorm_torch.cache_info()
+    assert info["misses"] == 3 and info["hits"] == 1 and info["size"] == 3
+    ops.rms_norm(x, [32], torch.ones(32), 1e-6, 1.0)    # weight_offset: a plan of its own
+    ops.rms_norm(x, [32], torch.ones(32), 1e-6)
+    assert simdnorm_torch.cache_info()["misses"] == 5
+
+
+def test_half_errors_name_the_problem():
+    x = torch.randn(2, 4, 8)
+    xb = x.bfloat16()
+    with pytest.raises(RuntimeError, match="float32, bfloat16 or float16, got Double"):
+        ops.rms_norm(x.double(), [8], None, 1e-6)
+    with pytest.raises(RuntimeError, match="weight must be a float32 CPU tensor or one of the "
+                                           "input's dtype \\(BFloat16\\), got Half"):
+        ops.layer_norm(xb, [8], torch.ones(8).half(), None, 1e-5)
+    with pytest.raises(RuntimeError, match="weight must be a float32 CPU tensor, got BFloat16"):
+        ops.layer_norm(x, [8], torch.ones(8).bfloat16(), None, 1e-5)  # float32 as before
+    with pytest.raises(RuntimeError, match="bias has 7 elements"):
+        ops.layer_norm(xb, [8], None, torch.ones(7).bfloat16(), 1e-5)
+    for half in (xb, x.half()):  # the channel ops take float32 only
+        with pytest.raises(RuntimeError, match="input must be float32"):
+            ops.group_norm(half, 2, None, None, 1e-5)
+        with pytest.raises(RuntimeError, match="input must be float32"):
+            ops.instance_norm(half, None, None, 1e-5)
+        with pytest.raises(RuntimeError, match="input must be float32"):
+            ops.batch_norm(half, None, None, None, None, None, True, 0.1, False, 1e-5)
+    w = torch.ones(8)
+    with pytest.raises(RuntimeError, match="residual must be a CPU tensor of the input's dtype"):
+        ops.fused_add_rms_norm(xb, x.clone(), w, 1e-6)
+    with pytest.raises(RuntimeError, match="residual must have the input's sizes and strides"):
+        ops.fused_add_rms_norm(xb, xb[:, :2].clone(), w, 1e-6)
+    with pytest.raises(RuntimeError, match="residual must have the input's sizes and strides"):
+        ops.fused_add_rms_norm(xb, xb.transpose(0, 1).contiguous().transpose(0, 1), w, 1e-6)
+    with pytest.raises(RuntimeError, match="overlap"):
+        ops.fused_add_rms_norm(xb, xb, w, 1e-6)  # h and y would be the same memory
+    with pytest.raises(RuntimeError, match="weight has 4 elements, expected 8"):
+        ops.fused_add_layer_norm(xb, xb.clone(), torch.ones(4), torch.zeros(4), 1e-5)
+    with pytest.raises(RuntimeError, match="input must be float32, bfloat16 or float16"):
+        ops.fused_add_rms_norm(x.double(), x.double(), w, 1e-6)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.fused_add_rms_norm(x.clone().requires_grad_(), x.clone(), w, 1e-6)
+    with torch.inference_mode():
+        inf_x = torch.randn(2, 8)
+    with pytest.raises(RuntimeError, match="inference tensor"):
+        ops.fused_add_rms_norm(inf_x, torch.randn(2, 8), w, 1e-6)
