@@ -91,7 +91,7 @@ struct moments_f64 {
   double m2 = 0.0;
 };
 
-/// The channel ops' normalize pass over a grid of planes (channel_affine-inl.hpp):
+/// The channel ops' normalize pass over a grid of planes (kernels/channel/plane_affine-inl.hpp):
 /// plane (o, i) holds `len` dense floats at x + o * x_outer + i * x_inner (y likewise) and
 /// y = (x - center[k]) * scale[k] + shift[k], k = o * p_outer + i * p_inner; center may be
 /// null (y = x * scale + shift); `relu` then applies max(0, y).
@@ -123,7 +123,7 @@ struct row_affine_job {
 };
 
 /// out[u] = moments of unit u < units: `count` segments of `len` dense floats, segment k at
-/// x[u] + k * stride, taken in order as one row (channel_moments-inl.hpp).
+/// x[u] + k * stride, taken in order as one row (kernels/channel/segment_moments-inl.hpp).
 using segment_moments_fn = void (*)(const float* const* x, std::size_t units, std::ptrdiff_t stride,
                                     std::size_t count, std::size_t len, moments_f64* out);
 /// out[c] = moments of column c over `rows` rows of `cols` dense floats, row r at x + r * stride.
@@ -141,7 +141,7 @@ struct kernel_table {
   dtype_pairs<row_norm_fn> l2_norm_rows;
   dtype_pairs<convert_fn> convert;
   std::array<add_rows_fn, kDtypes> add_rows;  // [x dtype]
-  segment_moments_fn segment_moments;         // channel ops (channel_norm_plan.cpp)
+  segment_moments_fn segment_moments;         // channel ops (src/channel/)
   column_moments_fn column_moments;
   plane_affine_fn plane_affine;
   row_affine_fn row_affine;

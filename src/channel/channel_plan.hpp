@@ -2,7 +2,7 @@
 // GroupNorm, InstanceNorm, MeanVarianceNormalization), shared by the files that build it
 // (src/ops/*.cpp and make_plan.cpp: validation; schedule.cpp: phases and tasks) and run it
 // (phases_*.cpp). The geometry is in geometry.hpp, the per-unit arithmetic in unit_math.hpp,
-// the element loops in the ISA kernels of channel_moments-inl.hpp and channel_affine-inl.hpp.
+// the element loops in the ISA kernels of src/kernels/channel/.
 #pragma once
 #include <cstddef>
 #include <cstdint>
