@@ -1,4 +1,7 @@
 // Run-time ISA selection. Compiled with baseline flags: it only reads tables and CPUID.
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -69,7 +72,7 @@ constexpr std::string_view kArch = "";
 // state) before it reports AVX2 or AVX-512, which xsimd 8.1's own check does not.
 #define SIMDNORM_X86_FEATURES(F) \
   F("sse2")                      \
-  F("sse4.2") F("avx2") F("fma") F("f16c") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw")
+  F("sse4.2") F("avx2") F("fma") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw")
 
 // Calls each(feature) for every space-separated word of `features`; false when one returns false.
 template <class F>
@@ -83,6 +86,7 @@ constexpr bool all_features(std::string_view features, F each) {
 }
 
 constexpr bool known_feature(std::string_view f) {
+  if (f == "f16c") return true;  // clang 16's __builtin_cpu_supports lacks it: cpuid below
 #define SIMDNORM_KNOWN(literal) \
   if (f == literal) return true;
   SIMDNORM_X86_FEATURES(SIMDNORM_KNOWN)
@@ -99,6 +103,10 @@ SIMDNORM_ISA_LIST(SIMDNORM_CHECK_FEATURES)
 
 bool cpu_has_feature(std::string_view f) noexcept {
 #if defined(__x86_64__)
+  if (f == "f16c") {  // CPUID leaf 1, ECX bit 29 (no OS state beyond AVX's, which avx2 checks)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+  }
   __builtin_cpu_init();
 #define SIMDNORM_TEST_FEATURE(literal) \
   if (f == literal) return __builtin_cpu_supports(literal);
