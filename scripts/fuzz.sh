@@ -2,7 +2,7 @@
 # Builds the libFuzzer harness of the C API (tests/fuzz) with clang-16, AddressSanitizer and
 # UBSan, and fuzzes for a bounded time on a copy of the committed seed corpus. Fails on any crash,
 # sanitizer report, failed check, timeout or out-of-memory.
-#   scripts/fuzz.sh [SECONDS [BUILD_DIR]]      default 60 s, build-fuzz
+#   scripts/fuzz.sh [SECONDS [BUILD_DIR]]      default 60 s (0: replay the corpus only), build-fuzz
 # Environment: SIMDNORM_FUZZ_JOBS (build parallelism, default 2), SIMDNORM_FUZZ_ARGS (extra
 # libFuzzer flags). Crash inputs are left in BUILD_DIR/artifacts/.
 set -euo pipefail
@@ -32,6 +32,9 @@ rm -rf "$corpus"
 mkdir -p "$corpus" "$build/artifacts"
 cp tests/fuzz/corpus/* "$corpus/"
 # shellcheck disable=SC2086
-"$build/tests/fuzz/simdnorm_fuzz_c_api" -max_total_time="$seconds" -timeout=10 \
+# SECONDS = 0: replay the corpus only (every input once, deterministic), as CI does.
+limit=(-max_total_time="$seconds")
+[ "$seconds" -eq 0 ] && limit=(-runs=0)
+"$build/tests/fuzz/simdnorm_fuzz_c_api" "${limit[@]}" -timeout=10 \
   -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$build/artifacts/" \
   ${SIMDNORM_FUZZ_ARGS:-} "$corpus"
