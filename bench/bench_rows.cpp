@@ -17,9 +17,9 @@ const std::size_t kXBytes[] = {1 * kMiB, 256 * kMiB};
 enum class row_op { layer_norm, layer_norm_single_mean, rms_norm, l2_norm };
 
 void bench_row_op(benchmark::State& state, row_op op, simdnorm::dtype type, simdnorm::isa isa,
-                  std::size_t cols, std::size_t x_bytes, int threads) {
+                  std::size_t rows, std::size_t cols, int threads) {
   const std::size_t elem = simdnorm::dtype_size(type);
-  const std::size_t n = x_bytes / elem, rows = n / cols;
+  const std::size_t x_bytes = rows * cols * elem;
   float* x = bench::shared_buffer(x_bytes / sizeof(float), 0);
   float* y = bench::shared_buffer(x_bytes / sizeof(float), 1);
   float* g = bench::shared_buffer(cols, 2);
@@ -92,8 +92,28 @@ void register_row_benchmarks() {
             const std::string name =
                 std::string(o.name) + "/" + simdnorm::isa_name(i) + "/D:" + std::to_string(cols) +
                 "/x_MiB:" + std::to_string(xb / kMiB) + "/threads:" + std::to_string(t);
-            benchmark::RegisterBenchmark(name.c_str(), bench_row_op, o.op, o.type, i, cols, xb, t)
+            const std::size_t rows = xb / simdnorm::dtype_size(o.type) / cols;
+            benchmark::RegisterBenchmark(name.c_str(), bench_row_op, o.op, o.type, i, rows, cols, t)
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
           }
+  // Few rows: LLM decode (1 to 8 tokens of hidden 4096 to 16384; latency, in cache) and single
+  // rows of 1M and 4M elements (a LayerNorm over a whole image), which the plan spreads over
+  // the threads piece by piece.
+  const struct {
+    std::size_t rows, cols;
+  } few[] = {{1, 4096}, {8, 4096}, {1, 16384}, {8, 16384}, {1, 1 << 20}, {1, 4 << 20}};
+  for (row_op op : {row_op::layer_norm, row_op::rms_norm})
+    for (simdnorm::isa i : bench::isas())
+      for (const auto& f : few)
+        for (int t : bench::thread_counts()) {
+          const std::string name = std::string("few_rows/") +
+                                   (op == row_op::layer_norm ? "layer_norm/" : "rms_norm/") +
+                                   simdnorm::isa_name(i) + "/rows:" + std::to_string(f.rows) +
+                                   "/D:" + std::to_string(f.cols) + "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(name.c_str(), bench_row_op, op, simdnorm::dtype::f32, i,
+                                       f.rows, f.cols, t)
+              ->UseManualTime()
+              ->Unit(benchmark::kMicrosecond);
+        }
 }

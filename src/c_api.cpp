@@ -2,6 +2,7 @@
 // of the last failure. Every entry point catches everything: no exception crosses extern "C".
 #include "simdnorm/simdnorm.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -25,6 +26,16 @@ static_assert(SIMDNORM_MAX_DIMS == simdnorm::max_dims, "max dims");
 static_assert(int(SIMDNORM_STORES_STREAMING) == int(simdnorm::store_policy::streaming), "stores");
 static_assert(int(SIMDNORM_NHWC) == int(simdnorm::channel_layout::nhwc), "layouts");
 static_assert(int(SIMDNORM_MOMENTUM_ONNX) == int(simdnorm::momentum_convention::onnx), "momentum");
+static_assert(int(SIMDNORM_STAGE_APPLY) == int(simdnorm::stats_stage::apply), "stages");
+static_assert(int(SIMDNORM_MOMENTS_MAGNITUDES) == int(simdnorm::moments_kind::magnitudes), "kinds");
+// simdnorm_moments and simdnorm::moments are the same record: arrays of one are the other's.
+static_assert(sizeof(simdnorm_moments) == sizeof(simdnorm::moments) &&
+                  offsetof(simdnorm_moments, count) == offsetof(simdnorm::moments, count) &&
+                  offsetof(simdnorm_moments, mean) == offsetof(simdnorm::moments, mean) &&
+                  offsetof(simdnorm_moments, m2) == offsetof(simdnorm::moments, m2) &&
+                  offsetof(simdnorm_moments, kind) == offsetof(simdnorm::moments, kind) &&
+                  offsetof(simdnorm_moments, reserved) == offsetof(simdnorm::moments, reserved),
+              "moments records");
 
 // Per-thread, like errno: only failures write it, so a success cannot erase a message that the
 // caller has not read yet, and the hot path (run) pays nothing for it.
@@ -100,6 +111,8 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.num_batches_tracked = a.num_batches_tracked;
   n.residual = a.residual;
   n.residual_out = a.residual_out;
+  n.moments_out = reinterpret_cast<simdnorm::moments*>(a.moments_out);
+  n.moments_in = reinterpret_cast<const simdnorm::moments*>(a.moments_in);
   return n;
 }
 
@@ -111,6 +124,13 @@ status check_enum(int value, int max, const char* name) noexcept {
   return {};
 }
 
+// The row ops' store policy and stage.
+template <class CParams>
+status check_stores_and_stage(const CParams* p) noexcept {
+  const status s = check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
+  return s ? check_enum(raw(p->stage), SIMDNORM_STAGE_APPLY, "stage") : s;
+}
+
 // Converters from the C parameter structs; a null pointer means the C++ defaults.
 status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params* q) noexcept {
   if (p == nullptr) return {};
@@ -119,7 +139,8 @@ status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params*
   q->compensated_mean = p->compensated_mean != 0;
   q->weight_offset = p->weight_offset;
   q->stores = simdnorm::store_policy(raw(p->stores));
-  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
+  q->stage = simdnorm::stats_stage(raw(p->stage));
+  return check_stores_and_stage(p);
 }
 
 status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) noexcept {
@@ -128,7 +149,8 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   q->eps = p->eps;
   q->weight_offset = p->weight_offset;
   q->stores = simdnorm::store_policy(raw(p->stores));
-  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
+  q->stage = simdnorm::stats_stage(raw(p->stage));
+  return check_stores_and_stage(p);
 }
 
 status convert(const simdnorm_lp_norm_params* p, simdnorm::lp_norm_params* q) noexcept {
@@ -137,7 +159,8 @@ status convert(const simdnorm_lp_norm_params* p, simdnorm::lp_norm_params* q) no
   q->p = p->p;
   q->eps = p->eps;
   q->stores = simdnorm::store_policy(raw(p->stores));
-  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
+  q->stage = simdnorm::stats_stage(raw(p->stage));
+  return check_stores_and_stage(p);
 }
 
 status convert(const simdnorm_batch_norm_params* p, simdnorm::batch_norm_params* q) noexcept {
@@ -326,6 +349,14 @@ simdnorm_status simdnorm_convert(const void* x, simdnorm_dtype x_type, void* y,
   });
 }
 
+simdnorm_status simdnorm_merge_moments(const simdnorm_moments* parts, size_t num_parts, size_t n,
+                                       simdnorm_moments* out) {
+  return guarded("simdnorm_merge_moments", [&] {
+    return simdnorm::merge_moments(reinterpret_cast<const simdnorm::moments*>(parts), num_parts, n,
+                                   reinterpret_cast<simdnorm::moments*>(out));
+  });
+}
+
 simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim,
                                            const int64_t* shape) {
   if (d == nullptr || shape == nullptr)
@@ -350,18 +381,23 @@ simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim
 
 simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void) {
   const simdnorm::layer_norm_params d;
-  return {d.normalized_ndim, d.eps, d.compensated_mean ? 1 : 0, simdnorm_store_policy(d.stores),
-          d.weight_offset};
+  return {d.normalized_ndim,
+          d.eps,
+          d.compensated_mean ? 1 : 0,
+          simdnorm_store_policy(d.stores),
+          d.weight_offset,
+          simdnorm_stats_stage(d.stage)};
 }
 
 simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
   const simdnorm::rms_norm_params d;
-  return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores), d.weight_offset};
+  return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores), d.weight_offset,
+          simdnorm_stats_stage(d.stage)};
 }
 
 simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {
   const simdnorm::lp_norm_params d;
-  return {d.axis, d.p, d.eps, simdnorm_store_policy(d.stores)};
+  return {d.axis, d.p, d.eps, simdnorm_store_policy(d.stores), simdnorm_stats_stage(d.stage)};
 }
 
 simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void) {

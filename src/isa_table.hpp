@@ -69,7 +69,41 @@ struct row_block {
   float* rstd = nullptr;
 };
 
+/// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).
+struct moments_f64 {
+  double mean = 0.0;
+  double m2 = 0.0;
+};
+
 using row_norm_fn = void (*)(const row_norm_config& cfg, const row_block& block);
+
+/// The statistics of a whole row: its count and moments (row/pieces-inl.hpp).
+struct row_totals {
+  double count = 0.0;
+  moments_f64 m;
+};
+
+/// Statistics of columns [0, n) of `rows` rows, row r at x + r * stride (elements): out[r *
+/// out_stride] (row/pieces-inl.hpp).
+struct row_moments_job {
+  const void* x = nullptr;
+  std::ptrdiff_t stride = 0;
+  std::size_t rows = 0, n = 0;
+  moments_f64* out = nullptr;
+  std::size_t out_stride = 1;
+};
+using row_moments_fn = void (*)(const row_norm_config& cfg, const row_moments_job& job);
+using row_fold_fn = moments_f64 (*)(const row_norm_config& cfg, const moments_f64* pieces);
+using row_apply_fn = void (*)(const row_norm_config& cfg, const row_block& block,
+                              const row_totals* totals);
+
+/// One row op's kernels (row/normalize-inl.hpp, row/pieces-inl.hpp).
+struct row_op_kernels {
+  dtype_pairs<row_norm_fn> rows;                ///< [x][y] statistics and normalize in one call
+  std::array<row_moments_fn, kDtypes> moments;  ///< [x] statistics of a column range
+  row_fold_fn fold;                             ///< a row's statistics from its pieces'
+  dtype_pairs<row_apply_fn> apply;              ///< [x][y] normalize from given statistics
+};
 
 /// h = x + r over `rows` rows of `cols` elements of one type, row k at x + k * stride (r and h
 /// likewise): the fused residual add of the row ops, summed in f32 and rounded once into the type.
@@ -84,12 +118,6 @@ using add_rows_fn = void (*)(const add_rows_job& job);
 
 /// y[0, n) = x[0, n) converted between the kernel's element types (simdnorm::convert).
 using convert_fn = void (*)(const void* x, void* y, std::size_t n);
-
-/// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).
-struct moments_f64 {
-  double mean = 0.0;
-  double m2 = 0.0;
-};
 
 /// The channel ops' normalize pass over a grid of planes (kernels/channel/plane_affine-inl.hpp):
 /// plane (o, i) holds `len` dense floats at x + o * x_outer + i * x_inner (y likewise) and
@@ -135,10 +163,8 @@ using row_affine_fn = void (*)(const row_affine_job& job);
 /// One ISA's kernels. Every member is set for every ISA.
 struct kernel_table {
   isa id;
-  dtype_pairs<row_norm_fn> layer_norm_rows;
-  dtype_pairs<row_norm_fn> rms_norm_rows;
-  dtype_pairs<row_norm_fn> l1_norm_rows;  // Lp normalization, p = 1 and 2
-  dtype_pairs<row_norm_fn> l2_norm_rows;
+  row_op_kernels layer_norm, rms_norm;
+  row_op_kernels l1_norm, l2_norm;  // Lp normalization, p = 1 and 2
   dtype_pairs<convert_fn> convert;
   std::array<add_rows_fn, kDtypes> add_rows;  // [x dtype]
   segment_moments_fn segment_moments;         // channel ops (src/channel/)

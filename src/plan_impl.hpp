@@ -74,6 +74,9 @@ bool use_streaming_stores(store_policy p, std::size_t in_bytes, std::size_t out_
 /// Checks eps: finite and non-negative.
 status check_eps(float eps) noexcept;
 
+/// "centered", "squares", "magnitudes"; "unknown" for a value that is not a moments_kind.
+const char* moments_kind_name(moments_kind k) noexcept;
+
 /// True when no two index tuples of `t` address the same element. Sufficient test: with the
 /// dims sorted by stride, each one steps past everything the smaller ones cover.
 bool elements_disjoint(const tensor_desc& t) noexcept;

@@ -11,44 +11,98 @@ namespace simdnorm {
 namespace detail {
 namespace {
 
-/// What each row op accepts in norm_args besides x and y, and the kernel that runs it.
+/// What each row op accepts in norm_args besides x and y, and its kernels.
 struct row_op {
   const char* name;  ///< for messages: "layer_norm"
   bool beta, mean, gamma;
-  dtype_pairs<row_norm_fn> kernel_table::*kernel;  ///< [x dtype][y dtype]
+  moments_kind kind;  ///< what its statistics are (split statistics)
+  row_op_kernels kernel_table::*kernels;
 };
-constexpr row_op kLayerNorm{"layer_norm", true, true, true, &kernel_table::layer_norm_rows};
-constexpr row_op kRmsNorm{"rms_norm", false, false, true, &kernel_table::rms_norm_rows};
-constexpr row_op kL1Norm{"lp_norm", false, false, false, &kernel_table::l1_norm_rows};
-constexpr row_op kL2Norm{"lp_norm", false, false, false, &kernel_table::l2_norm_rows};
+constexpr row_op kLayerNorm{
+    "layer_norm", true, true, true, moments_kind::centered, &kernel_table::layer_norm};
+constexpr row_op kRmsNorm{
+    "rms_norm", false, false, true, moments_kind::squares, &kernel_table::rms_norm};
+constexpr row_op kL1Norm{
+    "lp_norm", false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
+constexpr row_op kL2Norm{
+    "lp_norm", false, false, false, moments_kind::squares, &kernel_table::l2_norm};
+
+/// What one phase of a row plan does. A plan runs a short list of them (make_phases).
+enum class row_phase {
+  gamma_offset,   ///< one task: gamma + weight_offset into the workspace
+  rows,           ///< tasks of whole rows: statistics and normalize (the one-call kernel)
+  rows_moments,   ///< tasks of whole rows: statistics into norm_args::moments_out
+  rows_apply,     ///< tasks of whole rows: normalize from norm_args::moments_in
+  piece_moments,  ///< a task per (row, piece): the piece's statistics into the workspace
+  pieces_fold,    ///< a task per row: its pieces' statistics folded into moments_out
+  piece_apply,    ///< a task per (row, piece): normalize the piece from its row's statistics
+};
 
 struct row_norm_plan final : plan_impl {
   const row_op* op = nullptr;
-  row_norm_fn kernel = nullptr;
+  const row_op_kernels* kernels_of_op = nullptr;
+  dtype x_type = dtype::f32, y_type = dtype::f32;
   add_rows_fn add_kernel = nullptr;  // the fused residual add, for x's type
   row_norm_config cfg;
+  stats_stage stage = stats_stage::full;
   // Outer dims after dropping size-1 dims and merging contiguous ones; innermost last.
   int n_outer = 0;
   std::int64_t outer_size[max_dims] = {};
   std::int64_t outer_x_stride[max_dims] = {};
   std::int64_t outer_y_stride[max_dims] = {};
-  std::size_t rows_per_task = 1, tasks = 1;
+  std::size_t rows_per_task = 1, row_tasks = 1;
+  std::size_t pieces = 1;  // per row, of kPieceElements; > 1 when rows are split across tasks
   std::int64_t x_bytes = 0, y_bytes = 0;  // spans
   std::size_t x_elem = 4, y_elem = 4;     // bytes per element
   bool same_layout = false;
+  float weight_offset = 0.f;  // nonzero: the gamma_offset phase writes gamma + weight_offset
+  row_phase phases[3] = {};
+  std::size_t phase_count = 0;
+  std::size_t gamma_bytes = 0, pieces_offset = 0;  // workspace: gamma_eff, then piece stats
 
-  float weight_offset = 0.f;  // nonzero: phase 0 writes gamma + weight_offset to the workspace
-
-  std::size_t num_phases() const noexcept override { return weight_offset != 0.f ? 2 : 1; }
+  std::size_t num_phases() const noexcept override { return phase_count; }
   std::size_t num_tasks(std::size_t phase) const noexcept override {
-    return phase + 1 < num_phases() ? 1 : tasks;
+    switch (phases[phase]) {
+      case row_phase::gamma_offset: return 1;
+      case row_phase::rows:
+      case row_phase::rows_moments:
+      case row_phase::rows_apply: return row_tasks;
+      case row_phase::pieces_fold: return rows;
+      case row_phase::piece_moments:
+      case row_phase::piece_apply: return rows * pieces;
+    }
+    return 0;
   }
   std::size_t workspace_bytes() const noexcept override {
-    return weight_offset != 0.f ? (cols * sizeof(float) + 63) / 64 * 64 : 0;
+    const bool piece_stats = pieces > 1 && stage != stats_stage::apply;
+    return pieces_offset + (piece_stats ? rows * pieces * sizeof(moments_f64) : 0);
+  }
+
+  void make_phases() noexcept {
+    const bool split = pieces > 1;
+    auto add = [&](row_phase p) { phases[phase_count++] = p; };
+    if (weight_offset != 0.f && stage != stats_stage::moments) add(row_phase::gamma_offset);
+    if (stage != stats_stage::apply)
+      add(split                        ? row_phase::piece_moments
+          : stage == stats_stage::full ? row_phase::rows
+                                       : row_phase::rows_moments);
+    if (stage == stats_stage::moments && split) add(row_phase::pieces_fold);
+    if (stage == stats_stage::apply || (stage == stats_stage::full && split))
+      add(split ? row_phase::piece_apply : row_phase::rows_apply);
+    gamma_bytes = phases[0] == row_phase::gamma_offset ? (cols * sizeof(float) + 63) / 64 * 64 : 0;
+    pieces_offset = gamma_bytes;
   }
 
   status check_args(const norm_args& a) const noexcept override {
     if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
+    if (stage == stats_stage::moments) {
+      if (a.moments_out == nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.moments_out is null: a %s plan of stats_stage::moments writes "
+                             "one record per row there",
+                             op->name);
+      return check_residual(a, 0);
+    }
     if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
     if (!op->beta && a.beta != nullptr)
       return status::error(status_code::invalid_argument, "args.beta: %s has no beta", op->name);
@@ -61,88 +115,235 @@ struct row_norm_plan final : plan_impl {
       return status::error(status_code::invalid_argument,
                            "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
                            op->name, double(weight_offset));
+    if (stage == stats_stage::apply) {
+      if (a.residual != nullptr || a.residual_out != nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.residual: a plan of stats_stage::apply normalizes x as given; "
+                             "the residual add goes with the moments stage");
+      if (a.moments_in == nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.moments_in is null: a %s plan of stats_stage::apply reads one "
+                             "record per row there",
+                             op->name);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const moments& m = a.moments_in[r];
+        if (m.kind != op->kind)
+          return status::error(status_code::invalid_argument,
+                               "args.moments_in[%zu].kind=%d: %s needs %s moments (%d)", r,
+                               int(m.kind), op->name, moments_kind_name(op->kind), int(op->kind));
+        if (m.count < 1)
+          return status::error(status_code::invalid_argument,
+                               "args.moments_in[%zu].count=%lld: must be positive", r,
+                               static_cast<long long>(m.count));
+      }
+    }
+    const status s = check_residual(a, y_bytes);
+    if (!s) return s;
+    return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
+  }
+
+  /// The residual pointers and their aliasing with x and y (y_span 0: no y).
+  status check_residual(const norm_args& a, std::int64_t y_span) const noexcept {
     if ((a.residual == nullptr) != (a.residual_out == nullptr))
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
                            "is stored to residual_out)");
-    if (a.residual != nullptr) {
-      // h (residual_out) may be residual or x; y may be x or residual, never h.
-      const struct {
-        const void *p, *q;
-        std::int64_t q_bytes;
-        bool may_alias;
-        const char* what;
-      } pairs[] = {
-          {a.x, a.residual, x_bytes, true, "args.residual and args.x"},
-          {a.x, a.residual_out, x_bytes, true, "args.residual_out and args.x"},
-          {a.residual, a.residual_out, x_bytes, true, "args.residual_out and args.residual"},
-          {a.residual_out, a.y, y_bytes, false, "args.y and args.residual_out"},
-          {a.residual, a.y, y_bytes, same_layout, "args.y and args.residual"},
-      };
-      for (const auto& c : pairs) {
-        const auto p = reinterpret_cast<std::uintptr_t>(c.p);
-        const auto q = reinterpret_cast<std::uintptr_t>(c.q);
-        if (p == q ? !c.may_alias
-                   : (p < q + std::uintptr_t(c.q_bytes) && q < p + std::uintptr_t(x_bytes)))
-          return status::error(status_code::invalid_argument,
-                               "%s overlap: they must be the same tensor (where allowed) or "
-                               "disjoint",
-                               c.what);
-      }
+    if (a.residual == nullptr) return {};
+    // h (residual_out) may be residual or x; y may be x or residual, never h.
+    const struct {
+      const void *p, *q;
+      std::int64_t q_bytes;
+      bool may_alias;
+      const char* what;
+    } pairs[] = {
+        {a.x, a.residual, x_bytes, true, "args.residual and args.x"},
+        {a.x, a.residual_out, x_bytes, true, "args.residual_out and args.x"},
+        {a.residual, a.residual_out, x_bytes, true, "args.residual_out and args.residual"},
+        {a.residual_out, a.y, y_span, false, "args.y and args.residual_out"},
+        {a.residual, a.y, y_span, same_layout, "args.y and args.residual"},
+    };
+    for (const auto& c : pairs) {
+      if (c.q_bytes == 0) continue;
+      const auto p = reinterpret_cast<std::uintptr_t>(c.p);
+      const auto q = reinterpret_cast<std::uintptr_t>(c.q);
+      if (p == q ? !c.may_alias
+                 : (p < q + std::uintptr_t(c.q_bytes) && q < p + std::uintptr_t(x_bytes)))
+        return status::error(status_code::invalid_argument,
+                             "%s overlap: they must be the same tensor (where allowed) or "
+                             "disjoint",
+                             c.what);
     }
-    return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
+    return {};
+  }
+
+  /// Element offsets of row r in x and y, and how many rows from r on share its strides.
+  std::size_t locate(std::size_t r, std::int64_t& xo, std::int64_t& yo) const noexcept {
+    const int inner = n_outer - 1;
+    std::int64_t rem = std::int64_t(r), i_inner = 0;
+    xo = yo = 0;
+    for (int d = inner; d >= 0; --d) {
+      const std::int64_t idx = rem % outer_size[d];
+      rem /= outer_size[d];
+      xo += idx * outer_x_stride[d];
+      yo += idx * outer_y_stride[d];
+      if (d == inner) i_inner = idx;
+    }
+    return std::size_t(outer_size[inner] - i_inner);
+  }
+
+  /// `count` rows from row r on (one run of equal strides, see locate), from column c0: the
+  /// rows the kernels read, h = x + residual where there is a residual add (the statistics
+  /// phases store h first: add_residual), and y.
+  row_block block_at(const norm_args& a, std::size_t r, std::size_t count,
+                     std::size_t c0) const noexcept {
+    std::int64_t xo, yo;
+    locate(r, xo, yo);
+    const void* x = a.residual != nullptr ? a.residual_out : a.x;
+    row_block b;
+    b.x = static_cast<const char*>(x) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
+    b.x_stride = outer_x_stride[n_outer - 1];
+    if (a.y != nullptr)
+      b.y = static_cast<char*>(a.y) + (yo + std::int64_t(c0)) * std::int64_t(y_elem);
+    b.y_stride = outer_y_stride[n_outer - 1];
+    b.rows = count;
+    return b;
+  }
+
+  /// h = x + residual over columns [c0, c0 + n) of `count` rows from row r on.
+  void add_residual(const norm_args& a, std::size_t r, std::size_t count, std::size_t c0,
+                    std::size_t n) const noexcept {
+    if (a.residual == nullptr) return;
+    std::int64_t xo, yo;
+    locate(r, xo, yo);
+    const std::int64_t at = (xo + std::int64_t(c0)) * std::int64_t(x_elem);
+    add_rows_job add;
+    add.x = static_cast<const char*>(a.x) + at;
+    add.r = static_cast<const char*>(a.residual) + at;
+    add.h = static_cast<char*>(a.residual_out) + at;
+    add.stride = outer_x_stride[n_outer - 1];
+    add.rows = count;
+    add.cols = n;
+    add_kernel(add);
+  }
+
+  /// Calls f(r, count) for the runs of equal strides that cover the rows of tasks
+  /// [begin, end).
+  template <class F>
+  void for_each_run(std::size_t begin, std::size_t end, F f) const noexcept {
+    const std::size_t r_end = std::min(rows, end * rows_per_task);
+    for (std::size_t r = begin * rows_per_task; r < r_end;) {
+      std::int64_t xo, yo;
+      const std::size_t count = std::min(r_end - r, locate(r, xo, yo));
+      f(r, count);
+      r += count;
+    }
+  }
+
+  moments public_moments(const moments_f64& m, std::size_t count) const noexcept {
+    moments out;
+    out.count = std::int64_t(count);
+    out.mean = m.mean;
+    out.m2 = m.m2;
+    out.kind = op->kind;
+    return out;
   }
 
   void run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
                  std::size_t end) const noexcept override {
     row_norm_config c = cfg;
-    c.gamma = a.gamma;
-    if (weight_offset != 0.f) {  // gamma_eff, rounded once in f32, shared by the row tasks
-      float* gamma_eff = static_cast<float*>(a.workspace);
-      if (phase == 0) {
+    c.gamma = gamma_bytes != 0 ? static_cast<const float*>(a.workspace) : a.gamma;
+    c.beta = a.beta;
+    auto* piece_stats =
+        reinterpret_cast<moments_f64*>(static_cast<char*>(a.workspace) + pieces_offset);
+    const std::size_t xt = std::size_t(x_type), yt = std::size_t(y_type);
+    switch (phases[phase]) {
+      case row_phase::gamma_offset: {  // gamma_eff, rounded once in f32, shared by the tasks
+        float* gamma_eff = static_cast<float*>(a.workspace);
         for (std::size_t i = 0; i < cols; ++i) gamma_eff[i] = a.gamma[i] + weight_offset;
         return;
       }
-      c.gamma = gamma_eff;
+      case row_phase::rows:
+        return for_each_run(begin, end, [&](std::size_t r, std::size_t count) {
+          add_residual(a, r, count, 0, cols);  // h in cache for the norm: one task's rows
+          row_block b = block_at(a, r, count, 0);
+          b.mean = a.mean ? a.mean + r : nullptr;
+          b.rstd = a.rstd ? a.rstd + r : nullptr;
+          kernels_of_op->rows[xt][yt](c, b);
+        });
+      case row_phase::rows_moments:
+        return for_each_run(begin, end, [&](std::size_t r, std::size_t count) {
+          add_residual(a, r, count, 0, cols);
+          const row_block b = block_at(a, r, count, 0);
+          constexpr std::size_t kBatch = 16;
+          moments_f64 m[kBatch];
+          for (std::size_t i = 0; i < count; i += kBatch) {
+            const std::size_t n = std::min(kBatch, count - i);
+            row_moments_job job;
+            job.x = static_cast<const char*>(b.x) +
+                    std::ptrdiff_t(i) * b.x_stride * std::ptrdiff_t(x_elem);
+            job.stride = b.x_stride;
+            job.rows = n;
+            job.n = cols;
+            job.out = m;
+            kernels_of_op->moments[xt](c, job);
+            for (std::size_t k = 0; k < n; ++k)
+              a.moments_out[r + i + k] = public_moments(m[k], cols);
+          }
+        });
+      case row_phase::rows_apply:
+        return for_each_run(begin, end, [&](std::size_t r, std::size_t count) {
+          constexpr std::size_t kBatch = 16;
+          row_totals t[kBatch];
+          for (std::size_t i = 0; i < count; i += kBatch) {
+            const std::size_t n = std::min(kBatch, count - i);
+            for (std::size_t k = 0; k < n; ++k) t[k] = totals_of(a.moments_in[r + i + k]);
+            row_block b = block_at(a, r + i, n, 0);
+            b.mean = a.mean ? a.mean + r + i : nullptr;
+            b.rstd = a.rstd ? a.rstd + r + i : nullptr;
+            kernels_of_op->apply[xt][yt](c, b, t);
+          }
+        });
+      case row_phase::piece_moments:
+        for (std::size_t task = begin; task < end; ++task) {
+          const std::size_t r = task / pieces, c0 = task % pieces * kPieceElements;
+          const std::size_t n = std::min(kPieceElements, cols - c0);
+          add_residual(a, r, 1, c0, n);
+          row_moments_job job;
+          job.x = block_at(a, r, 1, c0).x;
+          job.rows = 1;
+          job.n = n;
+          job.out = piece_stats + task;
+          kernels_of_op->moments[xt](c, job);
+        }
+        return;
+      case row_phase::pieces_fold:
+        for (std::size_t r = begin; r < end; ++r)
+          a.moments_out[r] = public_moments(kernels_of_op->fold(c, piece_stats + r * pieces), cols);
+        return;
+      case row_phase::piece_apply:
+        for (std::size_t task = begin; task < end; ++task) {
+          const std::size_t r = task / pieces, c0 = task % pieces * kPieceElements;
+          const row_totals t =
+              stage == stats_stage::apply
+                  ? totals_of(a.moments_in[r])
+                  : row_totals{double(cols), kernels_of_op->fold(c, piece_stats + r * pieces)};
+          row_norm_config piece = c;
+          piece.cols = std::min(kPieceElements, cols - c0);
+          if (piece.gamma) piece.gamma += c0;
+          if (piece.beta) piece.beta += c0;
+          row_block b = block_at(a, r, 1, c0);
+          if (c0 == 0) {  // the row's first piece writes its statistics
+            b.mean = a.mean ? a.mean + r : nullptr;
+            b.rstd = a.rstd ? a.rstd + r : nullptr;
+          }
+          kernels_of_op->apply[xt][yt](piece, b, &t);
+        }
+        return;
     }
-    c.beta = a.beta;
-    const std::size_t r_end = std::min(rows, end * rows_per_task);
-    std::size_t r = begin * rows_per_task;
-    const int inner = n_outer - 1;
-    while (r < r_end) {
-      // Decompose r over the outer dims; the run continues along the innermost outer dim.
-      std::int64_t rem = std::int64_t(r), xo = 0, yo = 0, i_inner = 0;
-      for (int d = inner; d >= 0; --d) {
-        const std::int64_t idx = rem % outer_size[d];
-        rem /= outer_size[d];
-        xo += idx * outer_x_stride[d];
-        yo += idx * outer_y_stride[d];
-        if (d == inner) i_inner = idx;
-      }
-      const std::size_t count =
-          std::min<std::size_t>(r_end - r, std::size_t(outer_size[inner] - i_inner));
-      row_block b;
-      b.x = static_cast<const char*>(a.x) + xo * std::int64_t(x_elem);
-      if (a.residual != nullptr) {  // h = x + residual, then the norm of h (in cache: one task)
-        add_rows_job add;
-        add.x = b.x;
-        add.r = static_cast<const char*>(a.residual) + xo * std::int64_t(x_elem);
-        add.h = static_cast<char*>(a.residual_out) + xo * std::int64_t(x_elem);
-        add.stride = outer_x_stride[inner];
-        add.rows = count;
-        add.cols = cols;
-        add_kernel(add);
-        b.x = add.h;
-      }
-      b.x_stride = outer_x_stride[inner];
-      b.y = static_cast<char*>(a.y) + yo * std::int64_t(y_elem);
-      b.y_stride = outer_y_stride[inner];
-      b.rows = count;
-      b.mean = a.mean ? a.mean + r : nullptr;
-      b.rstd = a.rstd ? a.rstd + r : nullptr;
-      kernel(c, b);
-      r += count;
-    }
+  }
+
+  static row_totals totals_of(const moments& m) noexcept {
+    return {double(m.count), {m.mean, m.m2}};
   }
 };
 
@@ -167,7 +368,7 @@ bool rows_disjoint(int n, const std::int64_t* size, const std::int64_t* stride, 
 
 status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
-                     float weight_offset, plan* out) noexcept {
+                     float weight_offset, stats_stage stage, plan* out) noexcept {
   const char* opname = op.name;
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
@@ -192,6 +393,9 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
       stores != store_policy::streaming)
     return status::error(status_code::invalid_argument, "%s: unknown store_policy %d", opname,
                          int(stores));
+  if (stage != stats_stage::full && stage != stats_stage::moments && stage != stats_stage::apply)
+    return status::error(status_code::invalid_argument, "%s: unknown stats_stage %d", opname,
+                         int(stage));
 
   const kernel_table* kt = selected_table(&s);
   if (kt == nullptr) return s;
@@ -204,9 +408,12 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   }
   p->op = &op;
   p->kernels = kt;
-  p->kernel = (kt->*op.kernel)[std::size_t(x.type)][std::size_t(y.type)];
+  p->kernels_of_op = &(kt->*op.kernels);
+  p->x_type = x.type;
+  p->y_type = y.type;
+  p->stage = stage;
   p->add_kernel = kt->add_rows[std::size_t(x.type)];
-  if (p->kernel == nullptr)
+  if (p->kernels_of_op->rows[std::size_t(x.type)][std::size_t(y.type)] == nullptr)
     return status::error(status_code::unsupported_dtype,
                          "%s: x %s, y %s: this build has f32 row kernels only "
                          "(SIMDNORM_ALL_DTYPES=OFF)",
@@ -260,7 +467,12 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   const std::size_t tile = p->cols <= kShortCols ? std::size_t(isa_lanes(kt->id)) : kRowGroup;
   const std::size_t rows_for_elements = (kTaskElements + p->cols - 1) / p->cols;
   p->rows_per_task = (rows_for_elements + tile - 1) / tile * tile;
-  p->tasks = (p->rows + p->rows_per_task - 1) / p->rows_per_task;
+  p->row_tasks = (p->rows + p->rows_per_task - 1) / p->rows_per_task;
+  // Rows longer than a piece are cut into their pieces across tasks when whole rows would
+  // give too few tasks to feed the threads (kSplitRowTasksBelow). The bits stay the same.
+  const std::size_t pieces = (p->cols + kPieceElements - 1) / kPieceElements;
+  if (pieces > 1 && p->row_tasks < kSplitRowTasksBelow) p->pieces = pieces;
+  p->make_phases();
   plan_access::set(out, std::move(p));
   return {};
 }
@@ -271,13 +483,14 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
 status plan::layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
                         plan* out) noexcept {
   return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
-                               params.compensated_mean, params.stores, params.weight_offset, out);
+                               params.compensated_mean, params.stores, params.weight_offset,
+                               params.stage, out);
 }
 
 status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
                       plan* out) noexcept {
   return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
-                               params.stores, params.weight_offset, out);
+                               params.stores, params.weight_offset, params.stage, out);
 }
 
 status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,
@@ -301,7 +514,8 @@ status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_p
     normalized_ndim = ndim - axis;
   }
   return detail::make_row_norm(params.p == 1 ? detail::kL1Norm : detail::kL2Norm, x, y,
-                               normalized_ndim, params.eps, false, params.stores, 0.f, out);
+                               normalized_ndim, params.eps, false, params.stores, 0.f, params.stage,
+                               out);
 }
 
 }  // namespace simdnorm

@@ -14,6 +14,14 @@ namespace simdnorm::detail {
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
 inline constexpr std::size_t kTaskElements = 16384;
 
+/// Rows longer than kPieceElements are spread over tasks piece by piece when whole rows make
+/// fewer tasks than this (a few long rows: LLM decode at hidden sizes beyond a piece, a
+/// LayerNorm over a whole image): pieces' statistics in one phase, fold and normalize in the
+/// next. Trades the second phase (a barrier, and a piece's re-read possibly from another
+/// core's cache) against threads left idle by too few rows. Does not change a bit.
+/// Measured on: a 2-core AMD EPYC (Zen 5) guest, bench/simdnorm_bench (docs/threading.md).
+inline constexpr std::size_t kSplitRowTasksBelow = 16;
+
 // ---- channel plan: planes schedule -----------------------------------------------------------
 
 /// Below this many units the planes schedule cuts each unit into parts spread over tasks (the
@@ -94,6 +102,14 @@ inline constexpr std::size_t kInterleavedUnits = 4;
 /// chunks are merged in double. Longer chunks lose accuracy (about u * chunk / lanes); shorter
 /// ones cost more merges. Part of the numerics: changing it changes the bits of every result.
 inline constexpr std::size_t kMomentChunk = 2048;
+
+/// Elements per row piece: a long row's statistics are its pieces' moments folded in order
+/// (row/stats_long-inl.hpp), so a plan can give the pieces of one row to different tasks, or
+/// a caller to different processes, without changing a bit. A multiple of kMomentChunk. Longer
+/// pieces leave fewer tasks for a long row; shorter ones cost more folds. Part of the
+/// numerics: changing it changes the bits of rows longer than it.
+inline constexpr std::size_t kPieceElements = 16384;
+static_assert(kPieceElements % kMomentChunk == 0);
 
 // ---- kernel thresholds -----------------------------------------------------------------------
 

@@ -643,6 +643,57 @@ static void test_channel_ops(void) {
   CHECK(simdnorm_mean_variance_norm(&d, &d, &mvn, &a, NULL) == SIMDNORM_INVALID_ARGUMENT);
 }
 
+/* Split statistics from C: LayerNorm of rows whose columns are cut in two shards, each
+ * shard's moments, merged, then applied per shard; equals the one-call result within float
+ * rounding, and the merge checks its records. */
+static void test_split_stats(void) {
+  enum { N = 3, D = 300, CUT = 110 };
+  static float x[N * D], y[N * D], y_split[N * D];
+  simdnorm_moments parts[2 * N], merged[N];
+  const int64_t shape[2] = {N, D};
+  simdnorm_tensor_desc full, shard[2];
+  simdnorm_layer_norm_params prm = simdnorm_layer_norm_params_default();
+  simdnorm_norm_args a;
+  size_t k, i;
+  double worst = 0;
+
+  fill(x, N * D, 21, 2.f);
+  CHECK(prm.stage == SIMDNORM_STAGE_FULL);
+  CHECK(simdnorm_tensor_contiguous(&full, 2, shape) == SIMDNORM_OK);
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y;
+  CHECK(simdnorm_layer_norm(&full, &full, &prm, &a, NULL) == SIMDNORM_OK);
+  for (k = 0; k < 2; ++k) {
+    shard[k] = full;
+    shard[k].shape[1] = k == 0 ? CUT : D - CUT;
+    memset(&a, 0, sizeof a);
+    a.x = x + k * CUT;
+    a.moments_out = parts + k * N;
+    prm.stage = SIMDNORM_STAGE_MOMENTS;
+    CHECK(simdnorm_layer_norm(&shard[k], &shard[k], &prm, &a, NULL) == SIMDNORM_OK);
+  }
+  CHECK(simdnorm_merge_moments(parts, 2, N, merged) == SIMDNORM_OK);
+  CHECK(merged[0].count == D && merged[0].kind == SIMDNORM_MOMENTS_CENTERED);
+  for (k = 0; k < 2; ++k) {
+    memset(&a, 0, sizeof a);
+    a.x = x + k * CUT;
+    a.y = y_split + k * CUT;
+    a.moments_in = merged;
+    prm.stage = SIMDNORM_STAGE_APPLY;
+    CHECK(simdnorm_layer_norm(&shard[k], &shard[k], &prm, &a, NULL) == SIMDNORM_OK);
+  }
+  for (i = 0; i < N * D; ++i)
+    if (!(fabs(y[i] - y_split[i]) <= worst)) worst = fabs(y[i] - y_split[i]);
+  CHECK(worst <= 1e-5);
+
+  parts[N].kind = SIMDNORM_MOMENTS_SQUARES; /* record 0 of part 1 is of another kind */
+  CHECK_FAILS(simdnorm_merge_moments(parts, 2, N, merged), SIMDNORM_INVALID_ARGUMENT, "kind");
+  prm.stage = (simdnorm_stats_stage)9;
+  CHECK_FAILS(simdnorm_layer_norm(&full, &full, &prm, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "stage");
+}
+
 int main(void) {
   CHECK(simdnorm_last_error_message()[0] == '\0'); /* nothing failed yet */
   test_status();
@@ -654,6 +705,7 @@ int main(void) {
   test_rms_norm();
   test_channel_ops();
   test_bf16();
+  test_split_stats();
   printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
          simdnorm_isa_name(simdnorm_active_isa()), g_failures);
   return g_failures ? 1 : 0;

@@ -11,6 +11,7 @@
 // and the thread count. A plan captures the ISA that is active when it is made.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "simdnorm/executor.hpp"
@@ -39,6 +40,46 @@ enum class store_policy : int {
   streaming = 2,  ///< streaming stores wherever the output is aligned enough for them
 };
 
+/// Which part of a row op a plan runs (split statistics). A norm whose rows live in pieces
+/// on several processes (tensor parallelism shards the hidden dim; SyncBatchNorm splits the
+/// batch) runs in three steps: each process makes the `moments` of its part of every row,
+/// the records are gathered (MPI_Allgather, say) and merged in a fixed order
+/// (merge_moments), and each process runs `apply` on its part with the merged records. The
+/// one-call plan (`full`) runs the same kernels: for rows longer than 256 elements its
+/// results are bitwise those of moments, a merge of that one part and apply; shorter rows
+/// keep float-lane statistics in `full` and agree within the error bound (docs/numerics.md).
+enum class stats_stage : int {
+  full = 0,     ///< statistics and normalize (the default)
+  moments = 1,  ///< statistics only: one record per row in norm_args::moments_out; y unused
+  apply = 2,    ///< normalize only, from norm_args::moments_in (one record per whole row)
+};
+
+/// What a moments record summarizes; merge_moments and apply refuse to mix kinds.
+enum class moments_kind : std::int32_t {
+  centered = 1,    ///< mean and M2 = sum (x - mean)^2 (LayerNorm)
+  squares = 2,     ///< m2 = sum x^2, mean 0 (RMSNorm, L2 normalization)
+  magnitudes = 3,  ///< m2 = sum |x|, mean 0 (L1 normalization)
+};
+
+/// The statistics of a part of a row: a plain 32-byte record that can travel between
+/// processes as bytes (all processes of one job run the same build).
+struct moments {
+  std::int64_t count = 0;  ///< values summarized, >= 1
+  double mean = 0.0;       ///< their mean (centered), else 0
+  double m2 = 0.0;         ///< see moments_kind
+  moments_kind kind = moments_kind::centered;
+  std::int32_t reserved = 0;  ///< 0
+};
+
+/// out[i] = the merge of parts[p * n + i] over p = 0 .. num_parts - 1, in that order (the
+/// layout MPI_Allgather gives when every process sends n records): Chan's formula in double,
+/// a left fold, so the result depends only on the records and their order, never on threads.
+/// Counts add exactly (int64). `out` may be `parts` (the first part's records). Errors
+/// (nothing written): null pointers with n > 0, num_parts 0, a count < 1, kinds that differ
+/// along one i or are not a moments_kind, counts whose sum overflows.
+SIMDNORM_EXPORT status merge_moments(const moments* parts, std::size_t num_parts, std::size_t n,
+                                     moments* out) noexcept;
+
 /// LayerNorm over the trailing `normalized_ndim` dims:
 /// y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (torch.nn.LayerNorm,
 /// ONNX LayerNormalization with axis = ndim - normalized_ndim).
@@ -59,6 +100,7 @@ struct layer_norm_params {
   /// gamma_eff = gamma + weight_offset, computed once per call in f32 (Megatron's
   /// LayerNorm1P: 1); needs norm_args::gamma when nonzero. The weights stay as stored.
   float weight_offset = 0.f;
+  stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
 };
 
 /// RMSNorm over the trailing `normalized_ndim` dims: y = x / sqrt(mean(x^2) + eps) * gamma.
@@ -70,6 +112,7 @@ struct rms_norm_params {
   /// gamma_eff = gamma + weight_offset, computed once per call in f32 (Gemma's `x * (1 + w)`:
   /// 1); needs norm_args::gamma when nonzero. The weights stay as stored.
   float weight_offset = 0.f;
+  stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
 };
 
 /// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,
@@ -83,6 +126,7 @@ struct lp_norm_params {
   int p = 2;           ///< 1 or 2
   float eps = 1e-12f;  ///< finite and >= 0 (torch's default)
   store_policy stores = store_policy::automatic;
+  stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
 };
 
 /// Where the channel axis of a BatchNorm, GroupNorm or InstanceNorm tensor is. The shape in the
@@ -213,6 +257,14 @@ struct norm_args {
   // may be x, but not residual_out.
   const void* residual = nullptr;  ///< optional; requires residual_out
   void* residual_out = nullptr;    ///< the sum h, the next layer's residual
+
+  // Split statistics (row ops; see stats_stage):
+  /// stats_stage::moments: one record per row, written (rows in row-major order). Such a plan
+  /// reads x (and residual, storing h to residual_out) and nothing else.
+  moments* moments_out = nullptr;
+  /// stats_stage::apply: one record per row, read: the statistics of the whole row (merged).
+  /// Its count, not the plan's row length, divides the sums. The residual add is refused.
+  const moments* moments_in = nullptr;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.

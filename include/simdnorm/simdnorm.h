@@ -119,12 +119,12 @@ typedef struct simdnorm_tensor_desc {
   simdnorm_dtype type;                /**< element type of the tensor */
 } simdnorm_tensor_desc;
 
-/** Fills *d with a dense row-major tensor of `ndim` dims. SIMDNORM_INVALID_ARGUMENT when d or
- * shape is NULL or ndim is outside 1..SIMDNORM_MAX_DIMS (*d is then unchanged). */
 /** y[0, n) = x[0, n) converted between element types as the kernels do; see simdnorm::convert. */
 SIMDNORM_EXPORT simdnorm_status simdnorm_convert(const void* x, simdnorm_dtype x_type, void* y,
                                                  simdnorm_dtype y_type, size_t n);
 
+/** Fills *d with a dense row-major tensor of `ndim` dims. SIMDNORM_INVALID_ARGUMENT when d or
+ * shape is NULL or ndim is outside 1..SIMDNORM_MAX_DIMS (*d is then unchanged). */
 SIMDNORM_EXPORT simdnorm_status simdnorm_tensor_contiguous(simdnorm_tensor_desc* d, int32_t ndim,
                                                            const int64_t* shape);
 
@@ -136,6 +136,37 @@ typedef enum simdnorm_store_policy {
   SIMDNORM_STORES_MAX_ENUM = 0x7FFFFFFF /**< not a policy (see SIMDNORM_STATUS_MAX_ENUM) */
 } simdnorm_store_policy;
 
+/** Which part of a row op a plan runs: split statistics (see simdnorm::stats_stage). */
+typedef enum simdnorm_stats_stage {
+  SIMDNORM_STAGE_FULL = 0,    /**< statistics and normalize (default) */
+  SIMDNORM_STAGE_MOMENTS = 1, /**< statistics only, into simdnorm_norm_args::moments_out */
+  SIMDNORM_STAGE_APPLY = 2,   /**< normalize from simdnorm_norm_args::moments_in */
+  SIMDNORM_STAGE_MAX_ENUM = 0x7FFFFFFF
+} simdnorm_stats_stage;
+
+/** What a moments record summarizes (see simdnorm::moments_kind). */
+typedef enum simdnorm_moments_kind {
+  SIMDNORM_MOMENTS_CENTERED = 1,   /**< mean and M2 (LayerNorm) */
+  SIMDNORM_MOMENTS_SQUARES = 2,    /**< m2 = sum x^2 (RMSNorm, L2) */
+  SIMDNORM_MOMENTS_MAGNITUDES = 3, /**< m2 = sum |x| (L1) */
+  SIMDNORM_MOMENTS_MAX_ENUM = 0x7FFFFFFF
+} simdnorm_moments_kind;
+
+/** The statistics of a part of a row (see simdnorm::moments): 32 bytes, sent as bytes. */
+typedef struct simdnorm_moments {
+  int64_t count;
+  double mean;
+  double m2;
+  simdnorm_moments_kind kind;
+  int32_t reserved;
+} simdnorm_moments;
+
+/** out[i] = the merge of parts[p * n + i], p = 0 .. num_parts - 1 in order (see
+ * simdnorm::merge_moments). */
+SIMDNORM_EXPORT simdnorm_status simdnorm_merge_moments(const simdnorm_moments* parts,
+                                                       size_t num_parts, size_t n,
+                                                       simdnorm_moments* out);
+
 /** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
 typedef struct simdnorm_layer_norm_params {
   int32_t normalized_ndim;      /**< 1..ndim; default 1 */
@@ -143,6 +174,7 @@ typedef struct simdnorm_layer_norm_params {
   int32_t compensated_mean;     /**< nonzero: row mean kept as a float pair; default 1 */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
   float weight_offset;          /**< gamma_eff = gamma + weight_offset; default 0 */
+  simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_layer_norm_params;
 
 /** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
@@ -151,6 +183,7 @@ typedef struct simdnorm_rms_norm_params {
   float eps;                    /**< finite, >= 0; default 1e-6 */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
   float weight_offset;          /**< gamma_eff = gamma + weight_offset (Gemma: 1); default 0 */
+  simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_rms_norm_params;
 
 /** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
@@ -159,6 +192,7 @@ typedef struct simdnorm_lp_norm_params {
   int32_t p;                    /**< 1 or 2; default 2 */
   float eps;                    /**< finite, >= 0; default 1e-12 (ONNX: 0) */
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
+  simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_lp_norm_params;
 
 /** Where the channel axis is (see simdnorm::channel_layout). */
@@ -236,6 +270,9 @@ typedef struct simdnorm_norm_args {
    * simdnorm::norm_args::residual). */
   const void* residual; /**< optional, x's layout and type; requires residual_out */
   void* residual_out;   /**< the sum h; may be residual or x */
+  /* Row ops only, split statistics (see simdnorm::stats_stage): */
+  simdnorm_moments* moments_out;      /**< SIMDNORM_STAGE_MOMENTS: one record per row */
+  const simdnorm_moments* moments_in; /**< SIMDNORM_STAGE_APPLY: one record per whole row */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------

@@ -1,4 +1,4 @@
-// layer_norm_rows: LayerNorm over rows of a 2-D view [rows, cols] with row strides.
+// layer_norm_op: LayerNorm over rows of a 2-D view [rows, cols] with row strides.
 //
 // Formula: y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var = M2 / cols
 //   (biased), gamma and beta optional. The mean is kept as a float pair hi + lo (compensated
@@ -41,34 +41,42 @@ struct layer_norm_stats {
       long_rows_where<layer_norm_stats>(cfg, xs, k, m2, [](float v) { return !(v <= FLT_MAX); });
   }
 
-  /// R long rows: chunked moments in double, rstd rounded from double.
+  /// Moments of R long rows in double (row/stats_long-inl.hpp).
   template <class V, std::size_t R, class TX>
-  static void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
-                        std::size_t first, row_prefetcher& pf) {
+  static void row_moments(const TX* const* xs, std::size_t n, moments_f64* m, row_prefetcher& pf) {
     // Two rows at a time: 2 x 8 accumulators stay in the 32 registers of AVX-512, R = 4 would
     // spill them (on 16-register ISAs the two rows' accumulators alone fill the file).
-    moments_f64 m[R];
     if constexpr (R % 2 == 0) {
-      for (std::size_t r = 0; r < R; r += 2)
-        rows_moments_f32<V, Shift, 2>(xs + r, cfg.cols, m + r, pf);
+      for (std::size_t r = 0; r < R; r += 2) rows_moments_f32<V, Shift, 2>(xs + r, n, m + r, pf);
     } else {
-      rows_moments_f32<V, Shift, R>(xs, cfg.cols, m, pf);
+      rows_moments_f32<V, Shift, R>(xs, n, m, pf);
     }
-    for (std::size_t r = 0; r < R; ++r) {
-      const float rs = float(1.0 / __builtin_sqrt(m[r].m2 * cfg.inv_cols + double(cfg.eps)));
-      const float hi = float(m[r].mean);
-      const float lo = Shift ? float(m[r].mean - double(hi)) : 0.f;
-      k.hi[first + r] = hi;
-      k.rs[first + r] = rs;
-      k.lo_rs[first + r] = lo * rs;
-    }
+  }
+
+  static void fold(std::size_t start, std::size_t len, const moments_f64& piece, moments_f64& row) {
+    fold_piece(start, len, piece, row);
+  }
+
+  /// Row j's constants from its moments over 1 / inv_count values: rstd rounded from double.
+  static void finish(const row_norm_config& cfg, double inv_count, const moments_f64& m,
+                     row_consts& k, std::size_t j) {
+    const float rs = float(1.0 / __builtin_sqrt(m.m2 * inv_count + double(cfg.eps)));
+    const float hi = float(m.mean);
+    const float lo = Shift ? float(m.mean - double(hi)) : 0.f;
+    k.hi[j] = hi;
+    k.rs[j] = rs;
+    k.lo_rs[j] = lo * rs;
   }
 };
 
-template <class V, class TX, class TY>
-void layer_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  if (cfg.compensated_mean)
-    row_norm_rows<V, layer_norm_stats<true>, TX, TY>(cfg, blk);
-  else
-    row_norm_rows<V, layer_norm_stats<false>, TX, TY>(cfg, blk);
-}
+/// The row-op interface of the kernel table (row/pieces-inl.hpp): LayerNorm's statistics for
+/// the plan's choice of mean (compensated or single float).
+struct layer_norm_op {
+  template <class F>
+  static void with_stats(const row_norm_config& cfg, F f) {
+    if (cfg.compensated_mean)
+      f(layer_norm_stats<true>{});
+    else
+      f(layer_norm_stats<false>{});
+  }
+};

@@ -1,4 +1,4 @@
-// l1_norm_rows, l2_norm_rows: Lp normalization over rows of a 2-D view [rows, cols] with row
+// lp_norm_op<1>, lp_norm_op<2>: Lp normalization over rows of a 2-D view [rows, cols] with row
 // strides (torch.nn.functional.normalize, ONNX LpNormalization).
 //
 // Formula: y = x * rs, rs = 1 / max(||x||_p, eps), ||x||_1 = sum |x|, ||x||_2 = sqrt(sum x^2).
@@ -43,25 +43,32 @@ struct lp_norm_stats {
                                      [&](float s) { return squares_lost(s, len_min); });
   }
 
-  /// R long rows: norms in double, rs rounded from double.
+  /// Sums of |x| (p = 1) or x^2 (p = 2) of R long rows in double, in m2.
   template <class V, std::size_t R, class TX>
-  static void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
-                        std::size_t first, row_prefetcher& pf) {
-    for (std::size_t r = 0; r < R; ++r) {
-      const double norm = P == 1 ? row_sum_abs_f32<V>(xs[r], cfg.cols, pf)
-                                 : __builtin_sqrt(row_sum_squares_f32<V>(xs[r], cfg.cols, pf));
-      const double eps = double(cfg.eps);
-      k.rs[first + r] = float(1.0 / (norm < eps ? eps : norm));
-    }
+  static void row_moments(const TX* const* xs, std::size_t n, moments_f64* m, row_prefetcher& pf) {
+    for (std::size_t r = 0; r < R; ++r)
+      m[r] = {0.0,
+              P == 1 ? row_sum_abs_f32<V>(xs[r], n, pf) : row_sum_squares_f32<V>(xs[r], n, pf)};
+  }
+
+  static void fold(std::size_t start, std::size_t len, const moments_f64& piece, moments_f64& row) {
+    fold_sum(start, len, piece, row);
+  }
+
+  /// Row j's rs from its sum, rounded from double (the count does not enter).
+  static void finish(const row_norm_config& cfg, double, const moments_f64& m, row_consts& k,
+                     std::size_t j) {
+    const double norm = P == 1 ? m.m2 : __builtin_sqrt(m.m2);
+    const double eps = double(cfg.eps);
+    k.rs[j] = float(1.0 / (norm < eps ? eps : norm));
   }
 };
 
-template <class V, class TX, class TY>
-void l1_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  row_norm_rows<V, lp_norm_stats<1>, TX, TY>(cfg, blk);
-}
-
-template <class V, class TX, class TY>
-void l2_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  row_norm_rows<V, lp_norm_stats<2>, TX, TY>(cfg, blk);
-}
+/// The row-op interface of the kernel table (row/pieces-inl.hpp), one per p.
+template <int P>
+struct lp_norm_op {
+  template <class F>
+  static void with_stats(const row_norm_config&, F f) {
+    f(lp_norm_stats<P>{});
+  }
+};

@@ -1,8 +1,8 @@
-// row_norm_rows: the row-walking driver shared by LayerNorm and RMSNorm.
+// row_norm_rows: the row-walking driver shared by the row ops (LayerNorm, RMSNorm, Lp).
 //
 // Formula: y = t * gamma + beta with t = (x - hi) * rs - lo_rs (centered ops, LayerNorm) or
 //   t = x * rs (RMSNorm); hi, lo_rs and rs are per-row constants from the op's statistics
-//   (Stats::short_rows / Stats::long_rows). gamma and beta are optional.
+//   (Stats::short_rows, or Stats::row_moments and Stats::finish). gamma and beta are optional.
 // Layout: row r starts at x + r * x_stride (y likewise); each row is dense.
 // Passes and memory traffic per element: the statistics read x from memory once (and, for
 //   LayerNorm's chunks or short-row groups whose shift is far from their mean, once more from
@@ -45,7 +45,17 @@ struct row_consts {
   alignas(64) float hi[capacity], rs[capacity], lo_rs[capacity];
 };
 
-/// Recomputes with Stats::long_rows (double, scaled sums) the rows of a short-row group whose
+/// R long rows' constants: their statistics in double (Stats::row_moments), then
+/// Stats::finish.
+template <class Stats, class V, std::size_t R, class TX>
+inline void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
+                      std::size_t first, row_prefetcher& pf) {
+  moments_f64 m[R];
+  Stats::template row_moments<V, R>(xs, cfg.cols, m, pf);
+  for (std::size_t r = 0; r < R; ++r) Stats::finish(cfg, cfg.inv_cols, m[r], k, first + r);
+}
+
+/// Recomputes with long_rows (double, scaled sums) the rows of a short-row group whose
 /// float-lane statistics lost their value: lost(v[r]) for row r. Rare, so out of line.
 template <class Stats, class V, class Lost, class TX>
 SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
@@ -54,7 +64,7 @@ SIMDNORM_COLD void long_rows_where(const row_norm_config& cfg, const TX* const* 
   v.store_unaligned(lanes);
   row_prefetcher none;
   for (std::size_t r = 0; r < V::size; ++r)
-    if (lost(lanes[r])) Stats::template long_rows<V, 1>(cfg, xs + r, k, r, none);
+    if (lost(lanes[r])) long_rows<Stats, V, 1>(cfg, xs + r, k, r, none);
 }
 
 template <class TX>
@@ -255,10 +265,9 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
     if (short_rows)
       Stats::template short_rows<V>(cfg, xs, k, pf);
     else if (count == kRowGroup)
-      Stats::template long_rows<V, kRowGroup>(cfg, xs, k, 0, pf);
+      long_rows<Stats, V, kRowGroup>(cfg, xs, k, 0, pf);
     else
-      for (std::size_t r = 0; r < count; ++r)
-        Stats::template long_rows<V, 1>(cfg, xs + r, k, r, pf);
+      for (std::size_t r = 0; r < count; ++r) long_rows<Stats, V, 1>(cfg, xs + r, k, r, pf);
     for (std::size_t r = 0; r < count; ++r) {
       if (blk.mean) blk.mean[r0 + r] = k.hi[r];
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
@@ -268,27 +277,38 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   if constexpr (Stream) stream_fence();
 }
 
-/// Row kernel for the affine terms present and the store kind, among those the op can have
-/// (Stats::has_gamma, has_beta; the plan refuses the others): each is its own instantiation.
-template <class V, class Stats, bool Stream, class TX, class TY>
-void row_norm_rows_stores(const row_norm_config& cfg, const row_block& blk) {
+/// Calls f(G, B, S), std::bool_constant arguments, for the affine terms present (gamma, beta)
+/// and the store kind (S: streaming), among those the op can have (Stats::has_gamma, has_beta;
+/// the plan refuses the others): each is its own instantiation. Streaming stores are only
+/// asked for float outputs.
+template <class Stats, class TY, class F>
+inline void with_row_variant(const row_norm_config& cfg, F f) {
   constexpr bool G = Stats::has_gamma, B = Stats::has_beta;
+  const auto stores = [&](auto gamma, auto beta) {
+    if constexpr (std::is_same_v<TY, float>)
+      if (cfg.stream) return f(gamma, beta, std::true_type{});
+    f(gamma, beta, std::false_type{});
+  };
   const bool g = G && cfg.gamma != nullptr, b = B && cfg.beta != nullptr;
   if (g && b)
-    row_norm_rows_impl<V, Stats, G, B, Stream, TX, TY>(cfg, blk);
+    stores(std::bool_constant<G>{}, std::bool_constant<B>{});
   else if (g)
-    row_norm_rows_impl<V, Stats, G, false, Stream, TX, TY>(cfg, blk);
+    stores(std::bool_constant<G>{}, std::false_type{});
   else if (b)
-    row_norm_rows_impl<V, Stats, false, B, Stream, TX, TY>(cfg, blk);
+    stores(std::false_type{}, std::bool_constant<B>{});
   else
-    row_norm_rows_impl<V, Stats, false, false, Stream, TX, TY>(cfg, blk);
+    stores(std::false_type{}, std::false_type{});
 }
 
-/// Entry point. x holds TX and y TY elements (float, bf16_t, f16_t); plans ask for streaming
-/// stores only for float outputs.
-template <class V, class Stats, class TX, class TY>
+/// Entry point (kernel_table::row_op_kernels::rows) of a row op (layer_norm_op, rms_norm_op,
+/// lp_norm_op): x holds TX and y TY elements (float, bf16_t, f16_t).
+template <class V, class Op, class TX, class TY>
 void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  if constexpr (std::is_same_v<TY, float>)
-    if (cfg.stream) return row_norm_rows_stores<V, Stats, true, TX, TY>(cfg, blk);
-  row_norm_rows_stores<V, Stats, false, TX, TY>(cfg, blk);
+  Op::with_stats(cfg, [&](auto stats) {
+    using Stats = decltype(stats);
+    with_row_variant<Stats, TY>(cfg, [&](auto g, auto b, auto s) {
+      row_norm_rows_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(s)::value, TX,
+                         TY>(cfg, blk);
+    });
+  });
 }

@@ -1,4 +1,4 @@
-// rms_norm_rows: RMSNorm over rows of a 2-D view [rows, cols] with row strides.
+// rms_norm_op: RMSNorm over rows of a 2-D view [rows, cols] with row strides.
 //
 // Formula: y = x * rstd * gamma, rstd = 1 / sqrt(sum(x^2) / cols + eps), gamma optional
 //   (beta is rejected by the plan). Two multiplies per element.
@@ -33,17 +33,28 @@ struct rms_norm_stats {
                                       [&](float s) { return squares_lost(s, len_min); });
   }
 
+  /// Sums of squares of R long rows in double (row/stats_long-inl.hpp), in m2.
   template <class V, std::size_t R, class TX>
-  static void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
-                        std::size_t first, row_prefetcher& pf) {
-    for (std::size_t r = 0; r < R; ++r) {
-      const double ms = row_sum_squares_f32<V>(xs[r], cfg.cols, pf) * cfg.inv_cols;
-      k.rs[first + r] = float(1.0 / __builtin_sqrt(ms + double(cfg.eps)));
-    }
+  static void row_moments(const TX* const* xs, std::size_t n, moments_f64* m, row_prefetcher& pf) {
+    for (std::size_t r = 0; r < R; ++r) m[r] = {0.0, row_sum_squares_f32<V>(xs[r], n, pf)};
+  }
+
+  static void fold(std::size_t start, std::size_t len, const moments_f64& piece, moments_f64& row) {
+    fold_sum(start, len, piece, row);
+  }
+
+  /// Row j's rstd from its sum of squares over 1 / inv_count values, rounded from double.
+  static void finish(const row_norm_config& cfg, double inv_count, const moments_f64& m,
+                     row_consts& k, std::size_t j) {
+    const double ms = m.m2 * inv_count;
+    k.rs[j] = float(1.0 / __builtin_sqrt(ms + double(cfg.eps)));
   }
 };
 
-template <class V, class TX, class TY>
-void rms_norm_rows(const row_norm_config& cfg, const row_block& blk) {
-  row_norm_rows<V, rms_norm_stats, TX, TY>(cfg, blk);
-}
+/// The row-op interface of the kernel table (row/pieces-inl.hpp).
+struct rms_norm_op {
+  template <class F>
+  static void with_stats(const row_norm_config&, F f) {
+    f(rms_norm_stats{});
+  }
+};

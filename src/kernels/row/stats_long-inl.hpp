@@ -1,10 +1,13 @@
 // Row statistics, long rows: mean and M2 of one float row of any length (LayerNorm), and the
 // chunked sums of non-negative terms (RMSNorm's and L2's squares, L1's magnitudes).
 //
-// Formula: common/moments-inl.hpp. The row is cut into chunks of kMomentChunk elements, each
-//   shifted by a float p near the mean: the mean of the row's first vector for the first
-//   chunk, the mean of the chunks so far after that (Welford on chunks). One read gives the
-//   chunk's S1 and S2; a chunk whose first values are not representative (a trend, or an
+// Formula: common/moments-inl.hpp. The row is cut into pieces of kPieceElements, whose
+//   moments (or sums) are folded in order: a plan may compute the pieces of one row in
+//   different tasks, or processes, and fold them later with the same operations (row_fold),
+//   so the bits never depend on where a piece ran. A piece is cut into chunks of kMomentChunk
+//   elements, each shifted by a float p near the mean: the mean of the piece's first vector
+//   for the first chunk, the mean of the chunks so far after that (Welford on chunks). One read
+//   gives the chunk's S1 and S2; a chunk whose first values are not representative (a trend, or an
 //   outlier at its start) fails the one-read guard and takes pass B. Within a chunk, SIMD lanes
 //   and 4 accumulators are combined in a fixed order (hadd), and the branch depends only on
 //   the row's values, so the result depends only on the ISA, never on threads or partitions.
@@ -24,12 +27,27 @@ inline float leading_mean(const TX* x, std::size_t n) {
   return x0 + hadd(io::load<V>(x) - V(x0)) * (1.f / float(W));
 }
 
-/// Moments of R rows of length n at once. Each row goes through exactly the operations of
-/// the R = 1 case; interleaving only lets the rows' dependent chains and scalar tails overlap.
-/// Results are bitwise independent of R.
+/// Folds the moments of the piece of `len` values that starts at value `start` of its row into
+/// the row's moments so far (Chan's merge; the first piece is taken as it is).
+SIMDNORM_ALWAYS_INLINE void fold_piece(std::size_t start, std::size_t len, const moments_f64& piece,
+                                       moments_f64& row) {
+  merge_moments(start == 0, chan_weights(double(start), double(len)), piece.mean, piece.m2,
+                row.mean, row.m2);
+}
+
+/// Folds the sum of the piece that starts at value `start` into the row's sum so far (in m2):
+/// the fold of the non-negative sums (row_chunked_sum_f32 adds its pieces the same way).
+SIMDNORM_ALWAYS_INLINE void fold_sum(std::size_t start, std::size_t, const moments_f64& piece,
+                                     moments_f64& row) {
+  row.m2 = (start == 0 ? 0.0 : row.m2) + piece.m2;
+}
+
+/// Moments of one piece (n <= kPieceElements) of R rows at once. Each row goes through exactly
+/// the operations of the R = 1 case; interleaving only lets the rows' dependent chains and
+/// scalar tails overlap. Results are bitwise independent of R.
 template <class V, bool Shift, std::size_t R, class TX>
-inline void rows_moments_f32(const TX* const* x, std::size_t n, moments_f64* out,
-                             row_prefetcher& pf) {
+inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* out,
+                              row_prefetcher& pf) {
   constexpr std::size_t W = V::size;
   float p[R];
   double mean[R] = {}, m2[R] = {};  // set by the first chunk (n >= 1)
@@ -123,8 +141,24 @@ inline void rows_moments_f32(const TX* const* x, std::size_t n, moments_f64* out
   for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
+/// Moments of R rows of length n: their pieces' moments, folded in order.
+template <class V, bool Shift, std::size_t R, class TX>
+inline void rows_moments_f32(const TX* const* x, std::size_t n, moments_f64* out,
+                             row_prefetcher& pf) {
+  if (n <= kPieceElements) return piece_moments_f32<V, Shift, R>(x, n, out, pf);
+  for (std::size_t start = 0; start < n; start += kPieceElements) {
+    const std::size_t len = n - start < kPieceElements ? n - start : kPieceElements;
+    const TX* xp[R];
+    moments_f64 m[R];
+    for (std::size_t r = 0; r < R; ++r) xp[r] = x[r] + start;
+    piece_moments_f32<V, Shift, R>(xp, len, m, pf);
+    for (std::size_t r = 0; r < R; ++r) fold_piece(start, len, m[r], out[r]);
+  }
+}
+
 /// Sum of non-negative terms of one row: float accumulators per chunk of kMomentChunk (four per
-/// lane), chunks added in double. acc(q, v) adds the terms of vector v to q, term1(x) is one
+/// lane), chunks added in double per piece of kPieceElements, pieces added in order (the fold
+/// of row_fold). acc(q, v) adds the terms of vector v to q, term1(x) is one
 /// tail term, and chunk_total(q, c, len) turns a chunk's float sum q into its value in double:
 /// the place where a sum that lost its value (overflow, underflow) is summed again, once per
 /// chunk and off the element loop.
@@ -132,7 +166,7 @@ template <class V, class TX, class Acc, class Term1, class ChunkTotal>
 inline double row_chunked_sum_f32(const TX* x, std::size_t n, row_prefetcher& pf, Acc acc,
                                   Term1 term1, ChunkTotal chunk_total) {
   constexpr std::size_t W = V::size;
-  double total = 0.0;
+  double total = 0.0, piece = 0.0;
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
     const TX* c = x + start;
@@ -148,7 +182,11 @@ inline double row_chunked_sum_f32(const TX* x, std::size_t n, row_prefetcher& pf
     for (; i + W <= len; i += W) q0 = acc(q0, io::load<V>(c + i));
     float q = hadd((q0 + q1) + (q2 + q3));
     for (; i < len; ++i) q += term1(io::load1(c + i));
-    total += chunk_total(q, c, len);
+    piece += chunk_total(q, c, len);
+    if ((start + len) % kPieceElements == 0 || start + len == n) {
+      total += piece;
+      piece = 0.0;
+    }
   }
   return total;
 }
