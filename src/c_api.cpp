@@ -177,9 +177,10 @@ status convert(const simdnorm_batch_norm_params* p, simdnorm::batch_norm_params*
   q->momentum = p->momentum;
   q->convention = simdnorm::momentum_convention(raw(p->convention));
   q->cumulative = p->cumulative != 0;
+  q->stage = simdnorm::stats_stage(raw(p->stage));
   status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
   if (s) s = check_enum(raw(p->convention), SIMDNORM_MOMENTUM_ONNX, "convention");
-  return s ? check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores") : s;
+  return s ? check_stores_and_stage(p) : s;
 }
 
 status convert(const simdnorm_group_norm_params* p, simdnorm::group_norm_params* q) noexcept {
@@ -189,8 +190,9 @@ status convert(const simdnorm_group_norm_params* p, simdnorm::group_norm_params*
   q->eps = p->eps;
   q->per_group_affine = p->per_group_affine != 0;
   q->stores = simdnorm::store_policy(raw(p->stores));
+  q->stage = simdnorm::stats_stage(raw(p->stage));
   status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
-  return s ? check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores") : s;
+  return s ? check_stores_and_stage(p) : s;
 }
 
 status convert(const simdnorm_instance_norm_params* p, simdnorm::instance_norm_params* q) noexcept {
@@ -198,8 +200,9 @@ status convert(const simdnorm_instance_norm_params* p, simdnorm::instance_norm_p
   q->layout = simdnorm::channel_layout(raw(p->layout));
   q->eps = p->eps;
   q->stores = simdnorm::store_policy(raw(p->stores));
+  q->stage = simdnorm::stats_stage(raw(p->stage));
   status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
-  return s ? check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores") : s;
+  return s ? check_stores_and_stage(p) : s;
 }
 
 status convert(const simdnorm_mean_variance_norm_params* p,
@@ -412,18 +415,24 @@ simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void) {
   c.momentum = d.momentum;
   c.convention = simdnorm_momentum_convention(d.convention);
   c.cumulative = d.cumulative;
+  c.stage = simdnorm_stats_stage(d.stage);
   return c;
 }
 
 simdnorm_group_norm_params simdnorm_group_norm_params_default(void) {
   const simdnorm::group_norm_params d;
-  return {d.num_groups, simdnorm_channel_layout(d.layout), d.eps, d.per_group_affine ? 1 : 0,
-          simdnorm_store_policy(d.stores)};
+  return {d.num_groups,
+          simdnorm_channel_layout(d.layout),
+          d.eps,
+          d.per_group_affine ? 1 : 0,
+          simdnorm_store_policy(d.stores),
+          simdnorm_stats_stage(d.stage)};
 }
 
 simdnorm_instance_norm_params simdnorm_instance_norm_params_default(void) {
   const simdnorm::instance_norm_params d;
-  return {simdnorm_channel_layout(d.layout), d.eps, simdnorm_store_policy(d.stores)};
+  return {simdnorm_channel_layout(d.layout), d.eps, simdnorm_store_policy(d.stores),
+          simdnorm_stats_stage(d.stage)};
 }
 
 simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(void) {

@@ -17,8 +17,7 @@ const char* moments_kind_name(moments_kind k) noexcept {
 }
 
 bool known_kind(moments_kind k) noexcept {
-  return k == moments_kind::centered || k == moments_kind::squares ||
-         k == moments_kind::magnitudes;
+  return k == moments_kind::centered || k == moments_kind::squares || k == moments_kind::magnitudes;
 }
 
 }  // namespace detail

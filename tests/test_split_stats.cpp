@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "channel_reference.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 
@@ -235,9 +236,9 @@ TEST_CASE("split statistics: moments of column shards, merged, then applied (eve
         check_against_reference(op, pb, y, sh.rows, active);
         for (const moments& m : merged) {
           CHECK(m.count == std::int64_t(sh.cols));
-          CHECK(m.kind == (op == row_op::layer_norm  ? moments_kind::centered
-                           : op == row_op::l1_norm ? moments_kind::magnitudes
-                                                   : moments_kind::squares));
+          CHECK(m.kind == (op == row_op::layer_norm ? moments_kind::centered
+                           : op == row_op::l1_norm  ? moments_kind::magnitudes
+                                                    : moments_kind::squares));
         }
         // Deterministic whatever the threads.
         std::vector<moments> merged3;
@@ -332,6 +333,280 @@ TEST_CASE("split statistics: bad input is refused with a clear message and write
   CHECK_FALSE(p.valid());
 }
 
+// BatchNorm training with the batch cut into parts (SyncBatchNorm: one part per process):
+// the moments of each part, merged in part order, then each part applied with its own copy of
+// the running statistics and batch counter.
+struct sync_bn_result {
+  std::vector<float> y, mean, rstd;
+  std::vector<std::vector<float>> running_mean, running_var;  // one copy per part
+  std::vector<std::int64_t> batches;
+
+  sync_bn_result(std::size_t parts, std::size_t values, std::size_t C)
+      : y(values, 7.25f),
+        mean(C, 0.f),
+        rstd(C, 0.f),
+        running_mean(parts, std::vector<float>(C, 0.5f)),
+        running_var(parts, std::vector<float>(C, 2.f)),
+        batches(parts, 3) {}
+
+  /// The training-forward arguments of part k, whose values start at `offset`.
+  simdnorm::norm_args args(const std::vector<float>& x, std::size_t k, std::size_t offset,
+                           const std::vector<float>& g, const std::vector<float>& b) {
+    simdnorm::norm_args a;
+    a.x = x.data() + offset;
+    a.y = y.data() + offset;
+    a.gamma = g.data();
+    a.beta = b.data();
+    a.mean = mean.data();  // every part writes the same values
+    a.rstd = rstd.data();
+    a.running_mean = running_mean[k].data();
+    a.running_var = running_var[k].data();
+    a.num_batches_tracked = &batches[k];
+    return a;
+  }
+};
+
+tensor_desc bn_desc(simdnorm::channel_layout layout, std::size_t n, std::size_t C, std::size_t S) {
+  return layout == simdnorm::channel_layout::nchw
+             ? tensor_desc::contiguous({std::int64_t(n), std::int64_t(C), std::int64_t(S)})
+             : tensor_desc::contiguous({std::int64_t(n), std::int64_t(S), std::int64_t(C)});
+}
+
+sync_bn_result sync_batch_norm(simdnorm::channel_layout layout, const std::vector<float>& x,
+                               std::size_t C, std::size_t S, const std::vector<std::size_t>& cuts,
+                               const std::vector<float>& g, const std::vector<float>& b,
+                               simdnorm::executor* exec) {
+  const std::size_t parts = cuts.size() - 1, N = cuts.back();
+  const auto desc = [&](std::size_t n) { return bn_desc(layout, n, C, S); };
+  simdnorm::batch_norm_params prm;
+  prm.layout = layout;
+  prm.training = true;
+  std::vector<moments> records(parts * C), merged(C);
+  for (std::size_t k = 0; k < parts; ++k) {
+    prm.stage = stats_stage::moments;
+    simdnorm::plan p;
+    const tensor_desc d = desc(cuts[k + 1] - cuts[k]);
+    REQUIRE(simdnorm::plan::batch_norm(d, d, prm, &p).ok());
+    simdnorm::norm_args a;
+    a.x = x.data() + cuts[k] * C * S;
+    a.moments_out = records.data() + k * C;
+    const simdnorm::status s = p.execute(a, exec);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  REQUIRE(simdnorm::merge_moments(records.data(), parts, C, merged.data()).ok());
+  sync_bn_result out(parts, N * C * S, C);
+  for (std::size_t k = 0; k < parts; ++k) {
+    prm.stage = stats_stage::apply;
+    simdnorm::plan p;
+    const tensor_desc d = desc(cuts[k + 1] - cuts[k]);
+    REQUIRE(simdnorm::plan::batch_norm(d, d, prm, &p).ok());
+    simdnorm::norm_args a = out.args(x, k, cuts[k] * C * S, g, b);
+    a.moments_in = merged.data();
+    const simdnorm::status s = p.execute(a, exec);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  return out;
+}
+
+TEST_CASE("split statistics: BatchNorm training with the batch split (SyncBatchNorm, every ISA)") {
+  using simdnorm::channel_layout;
+  struct shape {
+    std::size_t N, C, S;
+  };
+  // fused planes, split planes (few channels of many values), short planes; NHWC: columns
+  const shape shapes[] = {{6, 5, 63}, {8, 3, 2500}, {7, 24, 1}};
+  test::chunked_thread_executor three(3);
+  test::for_each_isa([&](isa active) {
+    for (channel_layout layout : {channel_layout::nchw, channel_layout::nhwc})
+      for (const shape& sh : shapes) {
+        CAPTURE(int(layout));
+        CAPTURE(sh.C);
+        CAPTURE(sh.S);
+        const std::size_t N = sh.N, C = sh.C, S = sh.S;
+        std::vector<float> x_nchw(N * C * S), g(C), b(C);
+        test::fill_normal(x_nchw.data(), x_nchw.size(), std::uint32_t(C * S), 1.5, 2.0);
+        test::fill_normal(g.data(), C, 4, 1.0, 0.3);
+        test::fill_normal(b.data(), C, 5, 0.0, 1.0);
+        const std::vector<float> x =
+            layout == channel_layout::nchw ? x_nchw : chref::to_nhwc(x_nchw.data(), N, C, S);
+        const sync_bn_result one = sync_batch_norm(layout, x, C, S, {0, N}, g, b, nullptr);
+        const sync_bn_result three_parts =
+            sync_batch_norm(layout, x, C, S, {0, 2, 3, N}, g, b, nullptr);
+
+        // One part is the one-call training forward, bit for bit.
+        {
+          simdnorm::batch_norm_params prm;
+          prm.layout = layout;
+          prm.training = true;
+          const tensor_desc d = bn_desc(layout, N, C, S);
+          sync_bn_result direct(1, x.size(), C);
+          REQUIRE(simdnorm::batch_norm(d, d, prm, direct.args(x, 0, 0, g, b)).ok());
+          CHECK(direct.y == one.y);
+          CHECK(direct.mean == one.mean);
+          CHECK(direct.rstd == one.rstd);
+          CHECK(direct.running_mean == one.running_mean);
+          CHECK(direct.running_var == one.running_var);
+          CHECK(direct.batches == one.batches);
+        }
+        // Every part keeps the same running state; threads change nothing.
+        for (std::size_t k = 1; k < 3; ++k) {
+          CHECK(three_parts.running_mean[k] == three_parts.running_mean[0]);
+          CHECK(three_parts.running_var[k] == three_parts.running_var[0]);
+          CHECK(three_parts.batches[k] == 4);
+        }
+        const sync_bn_result threaded =
+            sync_batch_norm(layout, x, C, S, {0, 2, 3, N}, g, b, &three);
+        CHECK(threaded.y == three_parts.y);
+        CHECK(threaded.running_var[0] == three_parts.running_var[0]);
+
+        // The split result against float64: the whole batch's statistics.
+        const double d = chref::depth(N * S, test::lanes(active), S);
+        test::failures bad;
+        for (std::size_t c = 0; c < C; ++c) {
+          const chref::unit_ref st = chref::stats(chref::channel_values(x_nchw.data(), N, C, S, c));
+          const double rstd = 1.0 / std::sqrt(st.var + 1e-5);
+          bad.expect(std::fabs(three_parts.mean[c] - st.mean) <= chref::mean_bound(d, st),
+                     [&] { return "mean of channel " + std::to_string(c); });
+          const double n = double(N * S);
+          const double rm = 0.9 * 0.5 + 0.1 * st.mean, rv = 0.9 * 2.0 + 0.1 * st.var * n / (n - 1);
+          bad.expect(std::fabs(three_parts.running_mean[0][c] - rm) <=
+                         0.1 * chref::mean_bound(d, st) + 2 * ref::u32 * std::fabs(rm),
+                     [&] { return "running_mean of channel " + std::to_string(c); });
+          bad.expect(std::fabs(three_parts.running_var[0][c] - rv) <=
+                         (0.1 * chref::var_rel_bound(d) + 2 * ref::u32) * std::fabs(rv),
+                     [&] { return "running_var of channel " + std::to_string(c); });
+          for (std::size_t i = 0; i < N * S; ++i) {
+            const std::size_t nn = i / S, s = i % S;
+            const std::size_t at =
+                layout == channel_layout::nchw ? (nn * C + c) * S + s : (nn * S + s) * C + c;
+            const double xv = x[at], want = (xv - st.mean) * rstd * g[c] + b[c];
+            bad.expect(std::fabs(three_parts.y[at] - want) <=
+                           chref::centered_bound(d, st, 1e-5, xv, g[c], b[c], want),
+                       [&] {
+                         return "channel " + std::to_string(c) + " value " + std::to_string(i) +
+                                ": got " + std::to_string(three_parts.y[at]) + " want " +
+                                std::to_string(want);
+                       });
+          }
+        }
+        CHECK_MESSAGE(bad.none(), bad.report());
+      }
+  });
+}
+
+TEST_CASE("split statistics: GroupNorm with the spatial dims split (every ISA)") {
+  // [N, C, H, W] cut along H, as sequence parallelism cuts an image's rows: each part is a
+  // strided view of the whole tensor. Records per (n, group).
+  const std::size_t N = 2, C = 6, H = 12, W = 10, groups = 3;
+  std::vector<float> x(N * C * H * W), g(C), b(C);
+  test::fill_normal(x.data(), x.size(), 17, -0.5, 3.0);
+  test::fill_normal(g.data(), C, 18, 1.0, 0.3);
+  test::fill_normal(b.data(), C, 19, 0.0, 1.0);
+  const std::vector<std::size_t> cuts = {0, 5, 6, H};
+  test::for_each_isa([&](isa active) {
+    simdnorm::group_norm_params prm;
+    prm.num_groups = int(groups);
+    std::vector<moments> records((cuts.size() - 1) * N * groups), merged(N * groups);
+    const auto part = [&](std::size_t k) {
+      tensor_desc d = tensor_desc::contiguous(
+          {std::int64_t(N), std::int64_t(C), std::int64_t(H), std::int64_t(W)});
+      d.shape[2] = std::int64_t(cuts[k + 1] - cuts[k]);
+      return d;
+    };
+    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+      prm.stage = stats_stage::moments;
+      simdnorm::plan p;
+      REQUIRE(simdnorm::plan::group_norm(part(k), part(k), prm, &p).ok());
+      simdnorm::norm_args a;
+      a.x = x.data() + cuts[k] * W;
+      a.moments_out = records.data() + k * N * groups;
+      REQUIRE(p.execute(a).ok());
+    }
+    REQUIRE(
+        simdnorm::merge_moments(records.data(), cuts.size() - 1, N * groups, merged.data()).ok());
+    std::vector<float> y(x.size(), 7.25f);
+    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+      prm.stage = stats_stage::apply;
+      simdnorm::plan p;
+      REQUIRE(simdnorm::plan::group_norm(part(k), part(k), prm, &p).ok());
+      simdnorm::norm_args a;
+      a.x = x.data() + cuts[k] * W;
+      a.y = y.data() + cuts[k] * W;
+      a.gamma = g.data();
+      a.beta = b.data();
+      a.moments_in = merged.data();
+      REQUIRE(p.execute(a).ok());
+    }
+    const std::size_t S = H * W;
+    const double d = chref::depth(C / groups * S, test::lanes(active), W);
+    test::failures bad;
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t gi = 0; gi < groups; ++gi) {
+        const chref::unit_ref st = chref::stats(chref::group_values(x.data(), C, S, groups, n, gi));
+        CHECK(merged[n * groups + gi].count == std::int64_t(C / groups * S));
+        const double rstd = 1.0 / std::sqrt(st.var + 1e-5);
+        for (std::size_t c = gi * C / groups; c < (gi + 1) * C / groups; ++c)
+          for (std::size_t s = 0; s < S; ++s) {
+            const std::size_t at = (n * C + c) * S + s;
+            const double want = (x[at] - st.mean) * rstd * g[c] + b[c];
+            bad.expect(std::fabs(y[at] - want) <=
+                           chref::centered_bound(d, st, 1e-5, x[at], g[c], b[c], want),
+                       [&] { return "element " + std::to_string(at); });
+          }
+      }
+    CHECK_MESSAGE(bad.none(), bad.report());
+  });
+}
+
+TEST_CASE("split statistics: channel ops refuse bad records and stages, writing nothing") {
+  const auto d = tensor_desc::contiguous({4, 3, 5});
+  std::vector<float> x(60, 1.f), y(60, 7.25f), rm(3, 0.5f), rv(3, 2.f);
+  simdnorm::batch_norm_params prm;
+  prm.training = true;
+  prm.stage = stats_stage::apply;
+  simdnorm::plan p;
+  REQUIRE(simdnorm::plan::batch_norm(d, d, prm, &p).ok());
+  const moments ok{20, 1.0, 4.0, moments_kind::centered, 0};
+  struct bad_records {
+    const char* what;
+    moments second;
+  };
+  moments one_value = ok, squares = ok;
+  one_value.count = 1;  // BatchNorm's unbiased running variance needs two
+  squares.kind = moments_kind::squares;
+  for (const bad_records& c : {bad_records{"count", one_value}, bad_records{"kind", squares}}) {
+    CAPTURE(c.what);
+    const moments in[3] = {ok, c.second, ok};
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = y.data();
+    a.running_mean = rm.data();
+    a.running_var = rv.data();
+    a.moments_in = in;
+    const simdnorm::status s = p.execute(a);
+    CHECK_FALSE(s.ok());
+    CHECK(std::string(s.message()).find(c.what) != std::string::npos);
+    CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.25f; }));
+    CHECK(rm == std::vector<float>(3, 0.5f));
+  }
+  simdnorm::norm_args a;
+  a.x = x.data();
+  a.y = y.data();
+  CHECK(std::string(p.execute(a).message()).find("moments_in") != std::string::npos);
+  prm.stage = stats_stage::moments;
+  REQUIRE(simdnorm::plan::batch_norm(d, d, prm, &p).ok());
+  CHECK(std::string(p.execute(a).message()).find("moments_out") != std::string::npos);
+  prm.training = false;  // inference has no batch statistics to split
+  const float stats[3] = {0.f, 1.f, 2.f};
+  prm.running_mean = prm.running_var = stats;
+  CHECK(std::string(simdnorm::plan::batch_norm(d, d, prm, &p).message()).find("training") !=
+        std::string::npos);
+  simdnorm::group_norm_params gp;
+  gp.stage = stats_stage(5);
+  CHECK(std::string(simdnorm::plan::group_norm(d, d, gp, &p).message()).find("stats_stage") !=
+        std::string::npos);
+}
+
 TEST_CASE("merge_moments: bad records are refused and nothing is written") {
   const moments ok{10, 1.0, 2.0, moments_kind::centered, 0};
   struct bad_merge {
@@ -346,8 +621,8 @@ TEST_CASE("merge_moments: bad records are refused and nothing is written") {
   unknown.kind = moments_kind(9);
   huge.count = std::numeric_limits<std::int64_t>::max();
   const bad_merge cases[] = {
-      {"num_parts", {ok}, 0},          {"count", {ok, zero}, 2},   {"count", {negative}, 1},
-      {"kind", {ok, other}, 2},        {"kind", {unknown}, 1},     {"overflow", {huge, ok}, 2},
+      {"num_parts", {ok}, 0},   {"count", {ok, zero}, 2}, {"count", {negative}, 1},
+      {"kind", {ok, other}, 2}, {"kind", {unknown}, 1},   {"overflow", {huge, ok}, 2},
   };
   for (const bad_merge& c : cases) {
     CAPTURE(c.what);

@@ -40,14 +40,16 @@ enum class store_policy : int {
   streaming = 2,  ///< streaming stores wherever the output is aligned enough for them
 };
 
-/// Which part of a row op a plan runs (split statistics). A norm whose rows live in pieces
-/// on several processes (tensor parallelism shards the hidden dim; SyncBatchNorm splits the
-/// batch) runs in three steps: each process makes the `moments` of its part of every row,
-/// the records are gathered (MPI_Allgather, say) and merged in a fixed order
-/// (merge_moments), and each process runs `apply` on its part with the merged records. The
-/// one-call plan (`full`) runs the same kernels: for rows longer than 256 elements its
-/// results are bitwise those of moments, a merge of that one part and apply; shorter rows
-/// keep float-lane statistics in `full` and agree within the error bound (docs/numerics.md).
+/// Which part of a norm a plan runs (split statistics), for the ops with statistics: the row
+/// ops, BatchNorm training, GroupNorm and InstanceNorm. A norm whose data lives in parts on
+/// several processes (tensor parallelism shards the hidden dim; SyncBatchNorm splits the
+/// batch) runs in three steps: each process makes the `moments` of its part of every row (or
+/// statistics group: a BatchNorm channel, a GroupNorm (n, group)), the records are gathered
+/// (MPI_Allgather, say) and merged in a fixed order (merge_moments), and each process runs
+/// `apply` on its part with the merged records. The one-call plan (`full`) runs the same
+/// kernels: its results are bitwise those of moments, a merge of that one part and apply,
+/// except for rows of at most 256 elements, whose float-lane statistics in `full` agree with
+/// the staged path within the error bound (docs/numerics.md).
 enum class stats_stage : int {
   full = 0,     ///< statistics and normalize (the default)
   moments = 1,  ///< statistics only: one record per row in norm_args::moments_out; y unused
@@ -179,6 +181,11 @@ struct batch_norm_params {
   /// PyTorch momentum=None: a cumulative average, running = running + (batch - running) / k
   /// with k = *norm_args::num_batches_tracked + 1 (the counter is then incremented).
   bool cumulative = false;
+  /// Training only: split statistics (SyncBatchNorm; see stats_stage). One record per
+  /// channel. `apply` writes mean, rstd and the running statistics from the merged records
+  /// (their count, not this part's, enters the unbiased variance) and increments the batch
+  /// counter, so every process that applies the same records keeps the same running state.
+  stats_stage stage = stats_stage::full;
 };
 
 /// GroupNorm: statistics per (n, group) over the group's C / num_groups channels and every
@@ -195,6 +202,7 @@ struct group_norm_params {
   float eps = 1e-5f;  ///< finite and >= 0
   bool per_group_affine = false;
   store_policy stores = store_policy::automatic;
+  stats_stage stage = stats_stage::full;  ///< split statistics: one record per (n, group)
 };
 
 /// InstanceNorm: statistics per (n, c) over the spatial dims (biased variance);
@@ -205,6 +213,7 @@ struct instance_norm_params {
   channel_layout layout = channel_layout::nchw;
   float eps = 1e-5f;  ///< finite and >= 0
   store_policy stores = store_policy::automatic;
+  stats_stage stage = stats_stage::full;  ///< split statistics: one record per (n, c)
 };
 
 /// ONNX MeanVarianceNormalization: y = (x - mean) / (sqrt(var) + eps) with mean and biased
@@ -258,12 +267,13 @@ struct norm_args {
   const void* residual = nullptr;  ///< optional; requires residual_out
   void* residual_out = nullptr;    ///< the sum h, the next layer's residual
 
-  // Split statistics (row ops; see stats_stage):
-  /// stats_stage::moments: one record per row, written (rows in row-major order). Such a plan
-  /// reads x (and residual, storing h to residual_out) and nothing else.
+  // Split statistics (see stats_stage), one record per row (row-major order) or statistics
+  // group (the order of mean and rstd):
+  /// stats_stage::moments: written. Such a plan reads x (row ops: and residual, storing h to
+  /// residual_out) and writes nothing else.
   moments* moments_out = nullptr;
-  /// stats_stage::apply: one record per row, read: the statistics of the whole row (merged).
-  /// Its count, not the plan's row length, divides the sums. The residual add is refused.
+  /// stats_stage::apply: read, the statistics of the whole row or group (merged). Their count,
+  /// not this part's size, divides the sums. The row ops' residual add is refused here.
   const moments* moments_in = nullptr;
 };
 

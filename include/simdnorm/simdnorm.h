@@ -223,7 +223,8 @@ typedef struct simdnorm_batch_norm_params {
   const float* beta;              /**< inference: [C] or NULL (0) */
   float momentum;                 /**< training: in [0, 1]; default 0.1 */
   simdnorm_momentum_convention convention; /**< training: default SIMDNORM_MOMENTUM_PYTORCH */
-  int32_t cumulative; /**< training: nonzero: cumulative average (momentum=None) */
+  int32_t cumulative;         /**< training: nonzero: cumulative average (momentum=None) */
+  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_batch_norm_params;
 
 /** GroupNorm (see simdnorm::group_norm_params). */
@@ -233,6 +234,7 @@ typedef struct simdnorm_group_norm_params {
   float eps;                      /**< default 1e-5 */
   int32_t per_group_affine;       /**< nonzero: gamma and beta have num_groups entries */
   simdnorm_store_policy stores;
+  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_group_norm_params;
 
 /** InstanceNorm, ndim >= 3 (see simdnorm::instance_norm_params). */
@@ -240,6 +242,7 @@ typedef struct simdnorm_instance_norm_params {
   simdnorm_channel_layout layout; /**< default SIMDNORM_NCHW */
   float eps;                      /**< default 1e-5 */
   simdnorm_store_policy stores;
+  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_instance_norm_params;
 
 /** ONNX MeanVarianceNormalization (see simdnorm::mean_variance_norm_params for the axes). */

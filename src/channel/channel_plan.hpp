@@ -35,6 +35,8 @@ enum class phase_kind {
   col_partial,    // columns: partial moments per (b, row split)
   col_finish,     // columns: merge, fold scale/shift per (b, channel block)
   col_normalize,  // columns: normalize per (b, row block)
+  apply_units,    // planes, stats_stage::apply: normalize (unit, part) from the given records
+  apply_fold,     // columns, stats_stage::apply: fold the records per (b, channel block)
   bookkeeping,    // BatchNorm training: increment the batch counter
 };
 
@@ -55,6 +57,7 @@ inline float* y_f32(const norm_args& a) { return static_cast<float*>(a.y); }
 
 struct channel_norm_plan final : plan_impl {
   ch_op op = ch_op::bn_inference;
+  stats_stage stage = stats_stage::full;
   channel_geometry g;
   float eps = 0.f;
   bool relu = false, stream = false;
@@ -73,6 +76,7 @@ struct channel_norm_plan final : plan_impl {
   std::size_t parts = 1;                                      // split
   std::size_t planes_per_task = 1, pieces = 1;                // infer_planes
   std::size_t splits = 1, chan_block = 1, rows_per_task = 1;  // columns
+  std::size_t col_params_offset = 0;  ///< columns: bytes of workspace before the parameters
   std::size_t ws_bytes = 0;
 
   std::size_t num_phases() const noexcept override { return phases.size(); }
@@ -84,8 +88,25 @@ struct channel_norm_plan final : plan_impl {
 
   // ---- per-unit arithmetic with this plan's parameters (unit_math.hpp) ----------------------
 
-  unit_stats finish(const moments_f64& m) const {
-    return unit_stats_of(m, unit_elements, eps, op == ch_op::mean_variance_norm);
+  /// A unit's statistics from its moments over `count` values (this plan's units, or the
+  /// merged records of stats_stage::apply).
+  unit_stats finish(const moments_f64& m, std::size_t count) const {
+    return unit_stats_of(m, count, eps, op == ch_op::mean_variance_norm);
+  }
+  unit_stats finish(const moments_f64& m) const { return finish(m, unit_elements); }
+
+  /// stats_stage::moments: records unit q's moments and returns true; the unit is done (no
+  /// normalize, no outputs). False in the other stages.
+  bool record_moments(const norm_args& a, std::size_t q, const moments_f64& m) const {
+    if (stage != stats_stage::moments) return false;
+    a.moments_out[q] = {std::int64_t(unit_elements), m.mean, m.m2, moments_kind::centered, 0};
+    return true;
+  }
+
+  /// stats_stage::apply: unit q's merged record, as moments and a count.
+  moments_f64 given_moments(const norm_args& a, std::size_t q, std::size_t* count) const {
+    *count = std::size_t(a.moments_in[q].count);
+    return {a.moments_in[q].mean, a.moments_in[q].m2};
   }
 
   /// gamma/beta index of kept channel `ch` (the channel within the unit's batch item).
@@ -100,14 +121,19 @@ struct channel_norm_plan final : plan_impl {
     fold_unit(s, a.gamma, a.beta, affine_index(ch), c, sc, sh);
   }
 
-  /// Saved outputs and, for BatchNorm training, the running statistics of unit q.
-  void unit_outputs(const norm_args& a, std::size_t q, const moments_f64& m,
-                    const unit_stats& s) const {
+  /// Saved outputs and, for BatchNorm training, the running statistics of unit q, whose
+  /// moments m are over `count` values.
+  void unit_outputs(const norm_args& a, std::size_t q, const moments_f64& m, const unit_stats& s,
+                    std::size_t count) const {
     if (a.mean) a.mean[q] = float(s.mean);
     if (a.rstd) a.rstd[q] = float(s.rstd);
     if (op != ch_op::bn_training || a.running_mean == nullptr) return;
-    update_running(running, a.num_batches_tracked, unit_elements, m, s.mean, a.running_mean + q,
+    update_running(running, a.num_batches_tracked, count, m, s.mean, a.running_mean + q,
                    a.running_var + q);
+  }
+  void unit_outputs(const norm_args& a, std::size_t q, const moments_f64& m,
+                    const unit_stats& s) const {
+    unit_outputs(a, q, m, s, unit_elements);
   }
 
   // ---- planes (phases_planes.cpp) -----------------------------------------------------------
@@ -128,6 +154,7 @@ struct channel_norm_plan final : plan_impl {
   void run_split_finish(const norm_args& a, const phase_desc& ph, std::size_t begin,
                         std::size_t end) const;
   void run_infer_planes(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_apply_units(const norm_args& a, std::size_t begin, std::size_t end) const;
 
   // ---- columns (phases_columns.cpp) ---------------------------------------------------------
 
@@ -137,6 +164,7 @@ struct channel_norm_plan final : plan_impl {
   void run_col_partial(const norm_args& a, std::size_t begin, std::size_t end) const;
   void run_col_finish(const norm_args& a, std::size_t begin, std::size_t end) const;
   void run_col_normalize(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_apply_fold(const norm_args& a, std::size_t begin, std::size_t end) const;
 };
 
 /// Whether units of `unit_elements` values in segments of `segment_len` go through the

@@ -23,7 +23,36 @@ status channel_norm_plan::check_args(const norm_args& a) const noexcept {
   if (a.residual || a.residual_out)
     return status::error(status_code::invalid_argument,
                          "%s: args.residual and residual_out are for the row ops", name);
+  if (stage == stats_stage::moments) {  // reads x, writes the records, nothing else
+    if (a.moments_out == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.moments_out is null: a %s plan of stats_stage::moments writes "
+                           "one record per statistics group there",
+                           name);
+    return {};
+  }
   if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
+  if (stage == stats_stage::apply) {
+    if (a.moments_in == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.moments_in is null: a %s plan of stats_stage::apply reads one "
+                           "record per statistics group there",
+                           name);
+    // BatchNorm's unbiased running variance divides by count - 1.
+    const std::int64_t min_count = op == ch_op::bn_training ? 2 : 1;
+    for (std::size_t q = 0; q < units_total; ++q) {
+      const moments& m = a.moments_in[q];
+      if (m.kind != moments_kind::centered)
+        return status::error(status_code::invalid_argument,
+                             "args.moments_in[%zu].kind=%d: %s needs centered moments (%d)", q,
+                             int(m.kind), name, int(moments_kind::centered));
+      if (m.count < min_count)
+        return status::error(status_code::invalid_argument,
+                             "args.moments_in[%zu].count=%lld: %s needs at least %lld values", q,
+                             static_cast<long long>(m.count), name,
+                             static_cast<long long>(min_count));
+    }
+  }
   if (op == ch_op::bn_inference) {
     if (a.gamma || a.beta || a.running_mean || a.running_var)
       return status::error(status_code::invalid_argument,
@@ -105,6 +134,12 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
     return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", name);
   }
   plan_access::set(out, std::move(p));
+  return {};
+}
+
+status check_stage(stats_stage s, const char* name) {
+  if (s != stats_stage::full && s != stats_stage::moments && s != stats_stage::apply)
+    return status::error(status_code::invalid_argument, "%s: unknown stats_stage %d", name, int(s));
   return {};
 }
 

@@ -14,6 +14,9 @@ namespace simdnorm::detail::channel {
 status common_checks(const tensor_desc& x, const tensor_desc& y, float eps, store_policy stores,
                      int min_ndim, const char* name, plan* out);
 
+/// Checks that `s` is a known stats_stage.
+status check_stage(stats_stage s, const char* name);
+
 /// Checks that `l` is a known channel_layout.
 status check_layout(channel_layout l, const char* name);
 

@@ -15,8 +15,7 @@ namespace {
 moments_f64* col_partials(const norm_args& a) { return static_cast<moments_f64*>(a.workspace); }
 
 float* col_params(const channel_norm_plan& p, const norm_args& a) {
-  const std::size_t partials = std::size_t(p.g.B) * p.splits * std::size_t(p.g.C);
-  return reinterpret_cast<float*>(col_partials(a) + partials);
+  return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + p.col_params_offset);
 }
 
 std::int64_t split_row(const channel_norm_plan& p, std::size_t i) {
@@ -86,12 +85,33 @@ void channel_norm_plan::run_col_finish(const norm_args& a, std::size_t begin,
         }
       for (std::size_t u = 0; u < nu; ++u) {
         const moments_f64 m{mean[u], m2[u]};
-        const unit_stats s = finish(m);
         const std::size_t c = u0 + u * G;
+        if (record_moments(a, b * (C / G) + c / G, m)) continue;
+        const unit_stats s = finish(m);
         unit_outputs(a, b * (C / G) + c / G, m, s);
         for (std::size_t k = c; k < c + G; ++k)
           fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
       }
+    }
+  }
+}
+
+/// stats_stage::apply: the parameters of the normalize pass per (b, channel block) from the
+/// merged records, as run_col_finish folds its own moments.
+void channel_norm_plan::run_apply_fold(const norm_args& a, std::size_t begin,
+                                       std::size_t end) const {
+  const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
+  for (std::size_t t = begin; t < end; ++t) {
+    const std::size_t b = t / nb, c0 = (t % nb) * chan_block, c1 = std::min(C, c0 + chan_block);
+    float* prm = col_params(*this, a) + b * 3 * C;
+    for (std::size_t c = c0; c < c1; c += G) {
+      const std::size_t q = b * (C / G) + c / G;
+      std::size_t count;
+      const moments_f64 m = given_moments(a, q, &count);
+      const unit_stats s = finish(m, count);
+      unit_outputs(a, q, m, s, count);
+      for (std::size_t k = c; k < c + G; ++k)
+        fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
     }
   }
 }
@@ -131,6 +151,8 @@ void channel_norm_plan::run_tasks(const norm_args& a, std::size_t phase, std::si
     case phase_kind::col_partial: run_col_partial(a, begin, end); break;
     case phase_kind::col_finish: run_col_finish(a, begin, end); break;
     case phase_kind::col_normalize: run_col_normalize(a, begin, end); break;
+    case phase_kind::apply_units: run_apply_units(a, begin, end); break;
+    case phase_kind::apply_fold: run_apply_fold(a, begin, end); break;
     case phase_kind::bookkeeping:
       if (begin < end && a.num_batches_tracked) ++*a.num_batches_tracked;
       break;

@@ -100,6 +100,10 @@ void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::si
     moments_f64 m[kBlock];
     kernels->segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg), std::size_t(g.len),
                              m);
+    if (stage == stats_stage::moments) {
+      for (std::size_t r = 0; r < n; ++r) record_moments(a, q0 + r, m[r]);
+      continue;
+    }
     unit_stats st[kBlock];
     for (std::size_t r = 0; r < n; ++r) {
       st[r] = finish(m[r]);
@@ -133,6 +137,7 @@ void channel_norm_plan::run_long_units(const norm_args& a, std::size_t q0, std::
   const part_range whole{0, g.nseg, 0, g.len};
   for (std::size_t q = q0; q < q1; ++q) {
     const moments_f64 m = part_moments(a, q, whole);
+    if (record_moments(a, q, m)) continue;
     const unit_stats s = finish(m);
     unit_outputs(a, q, m, s);
     normalize_unit(a, q, s, whole);
@@ -161,9 +166,31 @@ void channel_norm_plan::run_split_finish(const norm_args& a, const phase_desc& p
       merge_moments(n, m, nb, ws[q * parts + i]);
       n += nb;
     }
+    if (stage == stats_stage::moments) {
+      if (j == 0) record_moments(a, q, m);
+      continue;
+    }
     const unit_stats s = finish(m);
     if (j == 0) unit_outputs(a, q, m, s);
     normalize_unit(a, q, s, part_of(j));
+  }
+}
+
+/// stats_stage::apply: units in tasks of units_per_task (parts == 1) or (unit, part) tasks,
+/// each normalized from its merged record as the full plan normalizes it from its own moments.
+void channel_norm_plan::run_apply_units(const norm_args& a, std::size_t begin,
+                                        std::size_t end) const {
+  for (std::size_t t = begin; t < end; ++t) {
+    const std::size_t j = parts > 1 ? t % parts : 0;
+    const std::size_t q0 = parts > 1 ? t / parts : t * units_per_task;
+    const std::size_t q1 = parts > 1 ? q0 + 1 : std::min(units_total, q0 + units_per_task);
+    for (std::size_t q = q0; q < q1; ++q) {
+      std::size_t count;
+      const moments_f64 m = given_moments(a, q, &count);
+      const unit_stats s = finish(m, count);
+      if (j == 0) unit_outputs(a, q, m, s, count);
+      normalize_unit(a, q, s, part_of(j));
+    }
   }
 }
 

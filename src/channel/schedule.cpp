@@ -19,6 +19,10 @@
 //   BatchNorm training ends with a one-task phase that increments the batch counter, after
 //   every task has read it. The running statistics of a channel are updated by the one task
 //   that owns the channel's final statistics.
+//   Split statistics (stats_stage): `moments` runs the statistics phases above and records
+//   each unit's moments where the full plan would normalize it (no normalize, outputs or
+//   bookkeeping); `apply` skips the statistics: planes normalize (unit, part) tasks from the
+//   records, columns fold the records per channel block and then normalize row blocks.
 #include <algorithm>
 
 #include "../tuning.hpp"
@@ -58,11 +62,15 @@ void schedule_columns(channel_norm_plan& p) {
   p.rows_per_task = std::max<std::size_t>(1, kTaskElements / C);
   p.phases.push_back({phase_kind::col_partial, B * p.splits});
   p.phases.push_back({phase_kind::col_finish, B * ceil_div(C, p.chan_block)});
-  p.phases.push_back({phase_kind::col_normalize, B * ceil_div(R, p.rows_per_task)});
-  p.ws_bytes = B * p.splits * C * sizeof(moments_f64) + B * 3 * C * sizeof(float);
+  if (p.stage == stats_stage::full)
+    p.phases.push_back({phase_kind::col_normalize, B * ceil_div(R, p.rows_per_task)});
+  p.col_params_offset = B * p.splits * C * sizeof(moments_f64);
+  p.ws_bytes = p.col_params_offset + B * 3 * C * sizeof(float);
 }
 
-void schedule_planes(channel_norm_plan& p) {
+/// Parts a unit is cut into across tasks: more than one when the units are too few to feed
+/// the threads (kMinUnits) and large enough to gain.
+std::size_t plane_parts(const channel_norm_plan& p) {
   const channel_geometry& g = p.g;
   const std::size_t units = p.units_total, n = p.unit_elements;
   std::size_t parts = 1;
@@ -74,6 +82,34 @@ void schedule_planes(channel_norm_plan& p) {
                  std::max<std::size_t>(1, std::size_t(g.len) / kMinPieceElements));
     parts = per_seg * std::size_t(g.nseg);
   }
+  return parts;
+}
+
+void schedule_apply(channel_norm_plan& p) {
+  const channel_geometry& g = p.g;
+  if (g.columns) {
+    const std::size_t B = std::size_t(g.B), R = std::size_t(g.R), C = std::size_t(g.C);
+    const std::size_t G = std::size_t(g.group);
+    p.chan_block = G * std::max<std::size_t>(1, kColumnFinishMoments / G);
+    p.rows_per_task = std::max<std::size_t>(1, kTaskElements / C);
+    p.phases.push_back({phase_kind::apply_fold, B * ceil_div(C, p.chan_block)});
+    p.phases.push_back({phase_kind::col_normalize, B * ceil_div(R, p.rows_per_task)});
+    p.ws_bytes = B * 3 * C * sizeof(float);
+    return;
+  }
+  p.parts = plane_parts(p);
+  if (p.parts > 1) {
+    p.phases.push_back({phase_kind::apply_units, p.units_total * p.parts});
+    return;
+  }
+  p.units_per_task = ceil_div(kTaskElements, p.unit_elements);
+  p.phases.push_back({phase_kind::apply_units, ceil_div(p.units_total, p.units_per_task)});
+}
+
+void schedule_planes(channel_norm_plan& p) {
+  const channel_geometry& g = p.g;
+  const std::size_t units = p.units_total, n = p.unit_elements;
+  const std::size_t parts = plane_parts(p);
   if (parts <= 1) {
     // short units go through the interleaved statistics kernel several at a time
     p.units_per_task = ceil_div(kTaskElements, n);
@@ -111,11 +147,14 @@ void schedule(channel_norm_plan& p) {
     schedule_inference(p);
     return;
   }
-  if (p.g.columns)
+  if (p.stage == stats_stage::apply)
+    schedule_apply(p);
+  else if (p.g.columns)
     schedule_columns(p);
   else
     schedule_planes(p);
-  if (p.op == ch_op::bn_training) p.phases.push_back({phase_kind::bookkeeping, 1});
+  if (p.op == ch_op::bn_training && p.stage != stats_stage::moments)
+    p.phases.push_back({phase_kind::bookkeeping, 1});
 }
 
 }  // namespace simdnorm::detail::channel

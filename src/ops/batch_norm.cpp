@@ -13,6 +13,12 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
   status s = common_checks(x, y, bp.eps, bp.stores, 2, name, out);
   if (!s) return s;
   if (!(s = check_layout(bp.layout, name))) return s;
+  if (!(s = check_stage(bp.stage, name))) return s;
+  if (!bp.training && bp.stage != stats_stage::full)
+    return status::error(status_code::invalid_argument,
+                         "batch_norm: stats_stage %d needs a training plan (inference uses the "
+                         "running statistics)",
+                         int(bp.stage));
   const int ca = bp.layout == channel_layout::nchw ? 1 : x.ndim - 1;
   const std::int64_t C = x.shape[ca];
   std::int64_t numel = 1;
@@ -28,7 +34,7 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
     if (bp.convention != momentum_convention::pytorch && bp.convention != momentum_convention::onnx)
       return status::error(status_code::invalid_argument,
                            "batch_norm: unknown momentum_convention %d", int(bp.convention));
-    if (numel / C < 2)
+    if (numel / C < 2 && bp.stage == stats_stage::full)  // staged: the merged count decides
       return status::error(status_code::invalid_argument,
                            "batch_norm: training needs more than 1 value per channel (got %lld "
                            "values for each of %lld channels)",
@@ -47,6 +53,7 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
   auto p = new_plan(bp.training ? ch_op::bn_training : ch_op::bn_inference, &s);
   if (!p) return s;
   p->eps = bp.eps;
+  p->stage = bp.stage;
   p->relu = bp.fuse_relu;
   p->stream = streaming(bp.stores, x);
   p->running.momentum = double(bp.momentum);

@@ -8,10 +8,11 @@ namespace {
 
 status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layout layout,
                        std::int64_t groups, bool per_group, float eps, store_policy stores,
-                       int min_ndim, const char* name, plan* out) {
+                       stats_stage stage, int min_ndim, const char* name, plan* out) {
   status s = common_checks(x, y, eps, stores, min_ndim, name, out);
   if (!s) return s;
   if (!(s = check_layout(layout, name))) return s;
+  if (!(s = check_stage(stage, name))) return s;
   const int ca = layout == channel_layout::nchw ? 1 : x.ndim - 1;
   const std::int64_t C = x.shape[ca];
   if (groups < 1 || C % groups != 0)
@@ -21,6 +22,7 @@ status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layou
   auto p = new_plan(ch_op::group_norm, &s);
   if (!p) return s;
   p->eps = eps;
+  p->stage = stage;
   p->stream = streaming(stores, x);
   p->per_group_affine = per_group;
   const int kd[2] = {0, ca};
@@ -33,8 +35,8 @@ status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layou
 status plan::group_norm(const tensor_desc& x, const tensor_desc& y, const group_norm_params& params,
                         plan* out) noexcept {
   return detail::channel::make_group_norm(x, y, params.layout, params.num_groups,
-                                          params.per_group_affine, params.eps, params.stores, 2,
-                                          "group_norm", out);
+                                          params.per_group_affine, params.eps, params.stores,
+                                          params.stage, 2, "group_norm", out);
 }
 
 status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
@@ -43,7 +45,7 @@ status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
   const int ca = params.layout == channel_layout::nchw ? 1 : x.ndim - 1;
   const std::int64_t C = x.ndim >= 2 && x.ndim <= max_dims ? x.shape[ca] : 1;
   return detail::channel::make_group_norm(x, y, params.layout, C, false, params.eps, params.stores,
-                                          3, "instance_norm", out);
+                                          params.stage, 3, "instance_norm", out);
 }
 
 }  // namespace simdnorm

@@ -81,8 +81,8 @@ void row_apply(const row_norm_config& cfg, const row_block& blk, const row_total
   Op::with_stats(cfg, [&](auto stats) {
     using Stats = decltype(stats);
     with_row_variant<Stats, TY>(cfg, [&](auto g, auto b, auto s) {
-      row_apply_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(s)::value, TX,
-                     TY>(cfg, blk, totals);
+      row_apply_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(s)::value, TX, TY>(
+          cfg, blk, totals);
     });
   });
 }
