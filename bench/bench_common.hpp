@@ -35,6 +35,15 @@ const std::vector<simdnorm::isa>& isas();
 /// Thread counts to benchmark (--simdnorm_threads=1,2; default 1 and 2).
 const std::vector<int>& thread_counts();
 
+/// Few rows of a row op (benchmarks named few_rows/...): LLM decode, 1 to 8 tokens of hidden
+/// 4096 to 16384 (latency, in cache), and single rows of 1M and 4M elements (a LayerNorm over
+/// a whole image), which the plan spreads over the threads piece by piece.
+struct rows_cols {
+  std::size_t rows, cols;
+};
+inline constexpr rows_cols kFewRows[] = {{1, 4096},  {8, 4096},    {1, 16384},
+                                         {8, 16384}, {1, 1 << 20}, {1, 4 << 20}};
+
 /// The store policy every simdnorm plan is made with
 /// (--simdnorm_stores=automatic|regular|streaming; default automatic).
 simdnorm::store_policy stores();

@@ -97,15 +97,9 @@ void register_row_benchmarks() {
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
           }
-  // Few rows: LLM decode (1 to 8 tokens of hidden 4096 to 16384; latency, in cache) and single
-  // rows of 1M and 4M elements (a LayerNorm over a whole image), which the plan spreads over
-  // the threads piece by piece.
-  const struct {
-    std::size_t rows, cols;
-  } few[] = {{1, 4096}, {8, 4096}, {1, 16384}, {8, 16384}, {1, 1 << 20}, {1, 4 << 20}};
   for (row_op op : {row_op::layer_norm, row_op::rms_norm})
     for (simdnorm::isa i : bench::isas())
-      for (const auto& f : few)
+      for (const bench::rows_cols& f : bench::kFewRows)
         for (int t : bench::thread_counts()) {
           const std::string name = std::string("few_rows/") +
                                    (op == row_op::layer_norm ? "layer_norm/" : "rms_norm/") +

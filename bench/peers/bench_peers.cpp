@@ -128,13 +128,9 @@ void check_and_measure(benchmark::State& state, const peers::peer* peer, const p
   state.SetLabel(info);
 }
 
-struct ln_case {
-  std::size_t cols, x_bytes;
-};
-
-void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, ln_case lc,
+void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, bench::rows_cols rc,
                            int threads, const std::string& key) {
-  const std::size_t n = lc.x_bytes / sizeof(float), rows = n / lc.cols, cols = lc.cols;
+  const std::size_t rows = rc.rows, cols = rc.cols, n = rows * cols;
   float* x = bench::shared_buffer(n, 0);
   float* y = bench::shared_buffer(n, 1);
   float* g = bench::shared_buffer(cols, 2);
@@ -266,10 +262,20 @@ void register_peer_benchmarks() {
                                    "/x_MiB:" + std::to_string(xb / kMiB) +
                                    "/threads:" + std::to_string(t);
           benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer,
-                                       ln_case{cols, xb}, t, name)
+                                       bench::rows_cols{xb / sizeof(float) / cols, cols}, t, name)
               ->UseManualTime()
               ->Unit(benchmark::kMicrosecond);
         }
+  for (const peers::peer& peer : peers::available())
+    for (const bench::rows_cols& f : bench::kFewRows)
+      for (int t : bench::thread_counts()) {
+        const std::string name = "few_rows/layer_norm/" + peer.name +
+                                 "/rows:" + std::to_string(f.rows) +
+                                 "/D:" + std::to_string(f.cols) + "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer, f, t, name)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
   // Channel ops: op/impl/layout/NxCxHxW/threads:T, as bench_channels.cpp (group_norm32 is
   // GroupNorm with 32 groups).
   const struct {
