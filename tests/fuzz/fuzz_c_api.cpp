@@ -929,8 +929,14 @@ int run_one(const std::uint8_t* data, std::size_t size) {
         }
     for (buffer* b : {&bn_rm, &bn_rv, &bn_g, &bn_b}) b->take_snapshot();
   } else if (c.op == kBatchNorm && !c.null_params) {
-    // too large to allocate exactly: an inference plan would read C floats from them
-    c.bn.running_mean = c.bn.running_var = c.bn.gamma = c.bn.beta = nullptr;
+    // Too large to allocate exactly. An inference plan would read C floats from them: none
+    // are given, so it must refuse. A training plan never reads them but must refuse any it
+    // is given (the expectation above): it gets the same pointers, to a stand-in.
+    static float stand_in[1];
+    c.bn.running_mean = c.bn.training && c.bn_rm ? stand_in : nullptr;
+    c.bn.running_var = c.bn.training && c.bn_rv ? stand_in : nullptr;
+    c.bn.gamma = c.bn.training && c.bn_g ? stand_in : nullptr;
+    c.bn.beta = c.bn.training && c.bn_b ? stand_in : nullptr;
     if (!c.bn.training) {
       reject = true;
       ex = expect::reject;
