@@ -7,7 +7,9 @@
 #   scripts/setup.sh --plots    also Debian's python3-matplotlib (benchmark report charts)
 #   scripts/setup.sh --torch    also Debian's PyTorch, torchvision, pybind11 and pytest (the
 #                               PyTorch extension in python/)
-#   scripts/setup.sh --ci       what scripts/ci.sh needs: --cross plus pkg-config
+#   scripts/setup.sh --mpi      also Debian's Open MPI (mpicc, mpirun: the MPI examples and
+#                               their tests, label mpi; docs/distributed.md)
+#   scripts/setup.sh --ci       what scripts/ci.sh needs: --cross, --mpi and pkg-config
 #   scripts/setup.sh --format   also clang-format (scripts/format.sh)
 #   scripts/setup.sh --fuzz     also clang-16 and its sanitizer runtimes (libFuzzer harness,
 #                               scripts/fuzz.sh)
@@ -24,6 +26,7 @@ pkgs=(cmake make g++ libxsimd-dev libtbb-dev doctest-dev libbenchmark-dev)
 cross=(g++-aarch64-linux-gnu qemu-user binutils-aarch64-linux-gnu)
 # Debian has no aarch64 cross compiler for arm64 hosts, which build natively instead.
 [ "$(dpkg --print-architecture)" = arm64 ] && cross=()
+mpi=(libopenmpi-dev openmpi-bin)
 arm_sysroot=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,7 +35,8 @@ while [ $# -gt 0 ]; do
     --plots) pkgs+=(python3-matplotlib) ;;
     --torch) pkgs+=(python3-torch libtorch-dev pybind11-dev python3-pytest python3-torchvision) ;;
     --qemu)  pkgs+=(qemu-user) ;;
-    --ci)    pkgs+=("${cross[@]}" pkg-config) ;;
+    --mpi)   pkgs+=("${mpi[@]}") ;;
+    --ci)    pkgs+=("${cross[@]}" "${mpi[@]}" pkg-config) ;;
     --fuzz)  pkgs+=(clang-16 libclang-rt-16-dev) ;;
     --format) pkgs+=(clang-format) ;;
     --arm-sysroot)

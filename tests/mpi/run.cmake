@@ -1,0 +1,21 @@
+# Runs an MPI command RUNS times (cmake -P; cmake/SimdnormMpi.cmake registers it): fails when a
+# run exits non-zero or when the "digest ..." lines of a later run differ from the first run's.
+#   -DCOMMAND=<mpiexec|-n|3|...|program|args> (| separates the arguments)  -DRUNS=<k>
+string(REPLACE "|" ";" command "${COMMAND}")
+set(first "")
+foreach(run RANGE 1 ${RUNS})
+  execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("---- run ${run} of ${RUNS}: ${command}\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "run ${run} exited with ${rc}")
+  endif()
+  string(REGEX MATCHALL "digest [^\n]*" digests "${out}")
+  if(run EQUAL 1)
+    set(first "${digests}")
+  elseif(NOT digests STREQUAL first)
+    message(FATAL_ERROR "run ${run} is not bitwise the first run: digests\n${digests}\nfirst\n${first}")
+  endif()
+endforeach()
+if(RUNS GREATER 1 AND first STREQUAL "")
+  message(FATAL_ERROR "the program printed no digest lines to compare")
+endif()
