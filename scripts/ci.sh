@@ -10,6 +10,10 @@
 #             the selected ISA only, largest sizes skipped; see tests/test_util.hpp)
 #   huge      tests/huge on the release build: counts beyond 2^24, a tensor beyond 2^31 floats
 #             (8 GiB in place; skipped with less than 12 GiB free) (scripts/huge.sh)
+#   mpi       split statistics across processes: an f32-only Release build that requires Open MPI
+#             (-DSIMDNORM_WITH_MPI=ON), the MPI examples and tests/mpi under mpiexec with 1, 2
+#             and 3 ranks, each test run twice (ctest label mpi; docs/distributed.md). The
+#             release stage runs them too wherever MPI is installed; here they must run
 #   asan      AddressSanitizer + UBSan build, the full suite (every ISA), must be clean
 #   tsan      ThreadSanitizer build of the concurrency test (scripts/tsan.sh), must be clean
 #   torch     the PyTorch extension (python/): Debian's torch 1.13, its pytest suite with real
@@ -37,10 +41,10 @@ command -v ninja >/dev/null && gen=(-G Ninja)
 
 stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then
-  stages=(format release isa-env qemu-x86 huge asan tsan fuzz torch arm package)
+  stages=(format release isa-env qemu-x86 huge mpi asan tsan fuzz torch arm package)
   # The emulation stages check x86 fallbacks and cross-build for ARM from an x86-64 machine;
   # elsewhere (e.g. natively on aarch64, where release is the ARM build) they do not apply.
-  [ "$(uname -m)" = x86_64 ] || stages=(format release isa-env huge asan tsan fuzz torch package)
+  [ "$(uname -m)" = x86_64 ] || stages=(format release isa-env huge mpi asan tsan fuzz torch package)
 fi
 
 say() { printf '\n==== %s ====\n' "$*"; }
@@ -149,10 +153,25 @@ stage_huge() {
   "$root/scripts/huge.sh" "$build/release"
 }
 
+# ---- mpi: split statistics across MPI processes ---------------------------------------------
+# Its own f32-only build of just the MPI targets (a minute on 2 cores); SIMDNORM_WITH_MPI=ON
+# fails the configure when MPI or mpiexec is missing, and --no-tests=error fails a run that
+# found no test, so this stage never passes by running nothing.
+stage_mpi() {
+  configure "$build/mpi" -DCMAKE_BUILD_TYPE=Release -DSIMDNORM_ALL_DTYPES=OFF \
+    -DSIMDNORM_WITH_MPI=ON -DSIMDNORM_BUILD_EXAMPLES=ON -DSIMDNORM_BUILD_BENCHMARKS=OFF
+  build "$build/mpi" --target simdnorm_test_mpi example_mpi_sharded_layer_norm \
+    example_mpi_sync_batch_norm
+  ctest --test-dir "$build/mpi" -L mpi --no-tests=error --output-on-failure -j"$jobs" \
+    --timeout 600
+}
+
 # ---- asan: AddressSanitizer + UndefinedBehaviorSanitizer --------------------------------------
+# Without the MPI tests (they run in the mpi stage): Open MPI is not instrumented, and
+# LeakSanitizer reports what its runtime still holds at exit.
 stage_asan() {
   configure "$build/asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSIMDNORM_SANITIZE=ON \
-    -DSIMDNORM_ALL_DTYPES=OFF \
+    -DSIMDNORM_ALL_DTYPES=OFF -DSIMDNORM_WITH_MPI=OFF \
     -DSIMDNORM_BUILD_EXAMPLES=ON -DSIMDNORM_BUILD_BENCHMARKS=OFF
   build "$build/asan"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
