@@ -19,7 +19,9 @@ inline constexpr std::size_t kTaskElements = 16384;
 /// LayerNorm over a whole image): pieces' statistics in one phase, fold and normalize in the
 /// next. Trades the second phase (a barrier, and a piece's re-read possibly from another
 /// core's cache) against threads left idle by too few rows. Does not change a bit.
-/// Measured on: a 2-core AMD EPYC (Zen 5) guest, bench/simdnorm_bench (docs/threading.md).
+/// Not settled by measurement yet: on a 2-core AMD EPYC (Zen 5) guest, always-split against
+/// never-split (simdnorm_bench few_rows/layer_norm, rows 2 to 32 of D = 65536, 1 and 2
+/// threads) stayed within the noise of the shared machine; 16 feeds a 16-thread pool.
 inline constexpr std::size_t kSplitRowTasksBelow = 16;
 
 // ---- channel plan: planes schedule -----------------------------------------------------------
