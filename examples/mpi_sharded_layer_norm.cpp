@@ -97,8 +97,10 @@ int main(int argc, char** argv) {
     const char* name = which == op::layer_norm ? "layer_norm" : "rms_norm";
     // Plans for one batch of rows of the shard, made once.
     simdnorm::plan moments_plan, apply_plan;
-    check(make_plan(which, rows_per_batch, n, simdnorm::stats_stage::moments, &moments_plan), "moments plan");
-    check(make_plan(which, rows_per_batch, n, simdnorm::stats_stage::apply, &apply_plan), "apply plan");
+    check(make_plan(which, rows_per_batch, n, simdnorm::stats_stage::moments, &moments_plan),
+          "moments plan");
+    check(make_plan(which, rows_per_batch, n, simdnorm::stats_stage::apply, &apply_plan),
+          "apply plan");
     std::vector<simdnorm::moments> local(rows_per_batch), gathered(rows_per_batch * ranks),
         merged(rows_per_batch);
 
@@ -108,10 +110,11 @@ int main(int argc, char** argv) {
       a.moments_out = local.data();
       check(moments_plan.execute(a), "moments");
       // gathered[r * rows_per_batch + i] = rank r's record of row i: merge_moments's layout.
-      MPI_Allgather(local.data(), int(rows_per_batch), record, gathered.data(),
-                    int(rows_per_batch), record, MPI_COMM_WORLD);
+      MPI_Allgather(local.data(), int(rows_per_batch), record, gathered.data(), int(rows_per_batch),
+                    record, MPI_COMM_WORLD);
       check(simdnorm::merge_moments(gathered.data(), std::size_t(ranks),
-                                       std::size_t(rows_per_batch), merged.data()), "merge_moments");
+                                    std::size_t(rows_per_batch), merged.data()),
+            "merge_moments");
       simdnorm::norm_args b;
       b.x = a.x;
       b.y = &y[std::size_t(t0 * n)];

@@ -51,8 +51,7 @@ struct bn_state {
   std::vector<float> gamma, beta, running_mean, running_var, saved_mean, saved_rstd;
   std::int64_t batches = 0;
   bn_state()
-      : gamma(C), beta(C), running_mean(C, 0.f), running_var(C, 1.f), saved_mean(C),
-        saved_rstd(C) {
+      : gamma(C), beta(C), running_mean(C, 0.f), running_var(C, 1.f), saved_mean(C), saved_rstd(C) {
     for (std::int64_t c = 0; c < C; ++c)
       gamma[c] = 1.f + 0.01f * float(c), beta[c] = -0.1f * float(c % 3);
   }
@@ -126,8 +125,9 @@ int main(int argc, char** argv) {
     a.moments_out = local.data();
     check(moments_plan.execute(a), "moments");
     MPI_Allgather(local.data(), int(C), record, gathered.data(), int(C), record, MPI_COMM_WORLD);
-    check(simdnorm::merge_moments(gathered.data(), std::size_t(ranks), std::size_t(C),
-                                     merged.data()), "merge_moments");
+    check(
+        simdnorm::merge_moments(gathered.data(), std::size_t(ranks), std::size_t(C), merged.data()),
+        "merge_moments");
     simdnorm::norm_args b = state.args(xs, y.data());
     b.moments_in = merged.data();
     check(apply_plan.execute(b), "apply");
@@ -139,8 +139,8 @@ int main(int argc, char** argv) {
   mine_state.push_back(float(state.batches));
   std::vector<float> rank0_state = mine_state;
   MPI_Bcast(rank0_state.data(), int(rank0_state.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  int same = std::memcmp(mine_state.data(), rank0_state.data(),
-                         mine_state.size() * sizeof(float)) == 0;
+  int same =
+      std::memcmp(mine_state.data(), rank0_state.data(), mine_state.size() * sizeof(float)) == 0;
   MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
 
   // Check 2: the last step's outputs, gathered on rank 0, and the running state against a
@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
     std::vector<float> y_single(x.size());
     for (std::int64_t step = 0; step < steps; ++step) {
       const std::vector<float> xb = batch(step);
-      check(simdnorm::batch_norm(whole, whole, one_call, single.args(xb.data(), y_single.data())), "single-process batch_norm");
+      check(simdnorm::batch_norm(whole, whole, one_call, single.args(xb.data(), y_single.data())),
+            "single-process batch_norm");
     }
     const double err_y = max_abs_diff(y_all, y_single);
     const double err_rm = max_abs_diff(state.running_mean, single.running_mean);
@@ -178,8 +179,8 @@ int main(int argc, char** argv) {
         static_cast<long long>(N), static_cast<long long>(C), static_cast<long long>(H),
         static_cast<long long>(W), ranks, static_cast<long long>(part(ranks - 1, ranks).samples()),
         static_cast<long long>(part(0, ranks).samples()), static_cast<long long>(steps),
-        same ? "bitwise the same" : "DIFFERENT", err_y, err_rm, err_rv,
-        bitwise ? " (bitwise)" : "", ok ? "ok" : "WRONG");
+        same ? "bitwise the same" : "DIFFERENT", err_y, err_rm, err_rv, bitwise ? " (bitwise)" : "",
+        ok ? "ok" : "WRONG");
   }
   MPI_Type_free(&record);
   MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);

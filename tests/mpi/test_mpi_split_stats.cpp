@@ -168,9 +168,9 @@ std::vector<float> sharded(row_op op, const std::vector<float>& x, const std::ve
 }
 
 void row_case_run(row_op op, const row_case& rc, simdnorm::isa active) {
-  const std::string what = std::string(op == row_op::layer_norm ? "layer_norm" : "rms_norm") +
-                           " " + simdnorm::isa_name(active) + " " + std::to_string(rc.rows) +
-                           "x" + std::to_string(rc.cols) + (rc.on_pieces ? " on pieces" : "");
+  const std::string what = std::string(op == row_op::layer_norm ? "layer_norm" : "rms_norm") + " " +
+                           simdnorm::isa_name(active) + " " + std::to_string(rc.rows) + "x" +
+                           std::to_string(rc.cols) + (rc.on_pieces ? " on pieces" : "");
   const std::size_t R = rc.rows, D = rc.cols;
   std::vector<float> x(R * D), g(D), b(D);
   test::fill_normal(x.data(), x.size(), std::uint32_t(D), op == row_op::layer_norm ? 3.0 : 0.0,
@@ -207,23 +207,21 @@ void row_case_run(row_op op, const row_case& rc, simdnorm::isa active) {
   const std::size_t c0 = cuts[std::size_t(rank)], n = cuts[std::size_t(rank) + 1] - c0;
   std::vector<float> xs(R * n), gs(g.begin() + long(c0), g.begin() + long(c0 + n)),
       bs(b.begin() + long(c0), b.begin() + long(c0 + n));
-  for (std::size_t r = 0; r < R; ++r)
-    std::copy_n(&x[r * D + c0], n, &xs[r * n]);
+  for (std::size_t r = 0; r < R; ++r) std::copy_n(&x[r * D + c0], n, &xs[r * n]);
   std::vector<moments> merged, merged3;
-  const std::vector<float> y =
-      sharded(op, xs, gs, bs, R, n, &simdnorm::serial_executor(), &merged);
+  const std::vector<float> y = sharded(op, xs, gs, bs, R, n, &simdnorm::serial_executor(), &merged);
   test::chunked_thread_executor three(3);
   const std::vector<float> y3 = sharded(op, xs, gs, bs, R, n, &three, &merged3);
 
   case_checks ck;
   ck.threads.expect(y == y3, [] { return "3 threads differ from 1"; });
   ck.agree.expect(std::memcmp(merged.data(), merged3.data(), R * sizeof(moments)) == 0 &&
-                     std::all_of(merged.begin(), merged.end(),
-                                 [&](const moments& m) { return m.count == std::int64_t(D); }),
-                 [] { return "merged records"; });
+                      std::all_of(merged.begin(), merged.end(),
+                                  [&](const moments& m) { return m.count == std::int64_t(D); }),
+                  [] { return "merged records"; });
   if (ranks == 1 || rc.on_pieces)  // the merge in rank order is that fold, bit for bit
     ck.bitwise.expect(std::memcmp(merged.data(), whole.data(), R * sizeof(moments)) == 0,
-                   [] { return "merged records differ from the whole rows' moments"; });
+                      [] { return "merged records differ from the whole rows' moments"; });
   const double depth = ref::accumulation_depth(D, test::lanes(active));
   std::vector<double> yr(D);
   for (std::size_t r = 0; r < R; ++r) {
@@ -240,10 +238,10 @@ void row_case_run(row_op op, const row_case& rc, simdnorm::isa active) {
     }
     for (std::size_t j = 0; j < n; ++j) {
       const std::size_t i = c0 + j;
-      const double tol = op == row_op::layer_norm
-                             ? ref::layer_norm_bound(depth, (xr[i] - st.mean) / sigma, s, g[i],
-                                                     b[i], yr[i])
-                             : (depth + 4) * ref::u32 * std::fabs(yr[i]) + 1e-30;
+      const double tol =
+          op == row_op::layer_norm
+              ? ref::layer_norm_bound(depth, (xr[i] - st.mean) / sigma, s, g[i], b[i], yr[i])
+              : (depth + 4) * ref::u32 * std::fabs(yr[i]) + 1e-30;
       const float got = y[r * n + j], want = single[r * D + i];
       const auto where = [&] {
         return "row " + std::to_string(r) + " col " + std::to_string(i) + ": got " +
@@ -288,7 +286,8 @@ struct bn_out {
   }
   std::vector<float> state() const {  // what must agree across ranks
     std::vector<float> s = mean;
-    for (const auto* v : {&rstd, &running_mean, &running_var}) s.insert(s.end(), v->begin(), v->end());
+    for (const auto* v : {&rstd, &running_mean, &running_var})
+      s.insert(s.end(), v->begin(), v->end());
     s.push_back(float(batches));
     return s;
   }
@@ -309,7 +308,8 @@ bn_out sync_batch_norm(const bn_case& bc, const float* xs, std::size_t n,
   prm.training = true;
   simdnorm::plan pm, pa;
   prm.stage = stats_stage::moments;
-  require_ok(simdnorm::plan::batch_norm(bn_desc(bc, n), bn_desc(bc, n), prm, &pm), "bn moments plan");
+  require_ok(simdnorm::plan::batch_norm(bn_desc(bc, n), bn_desc(bc, n), prm, &pm),
+             "bn moments plan");
   prm.stage = stats_stage::apply;
   require_ok(simdnorm::plan::batch_norm(bn_desc(bc, n), bn_desc(bc, n), prm, &pa), "bn apply plan");
   std::vector<moments> local(bc.C);
@@ -345,8 +345,8 @@ void bn_case_run(const bn_case& bc, simdnorm::isa active) {
     simdnorm::batch_norm_params prm;
     prm.layout = bc.layout;
     prm.training = true;
-    require_ok(simdnorm::batch_norm(bn_desc(bc, N), bn_desc(bc, N), prm, single.args(x.data(), g, b),
-                                    &simdnorm::serial_executor()),
+    require_ok(simdnorm::batch_norm(bn_desc(bc, N), bn_desc(bc, N), prm,
+                                    single.args(x.data(), g, b), &simdnorm::serial_executor()),
                "bn one call");
   }
 
@@ -360,14 +360,14 @@ void bn_case_run(const bn_case& bc, simdnorm::isa active) {
 
   case_checks ck;
   ck.threads.expect(out.y == out3.y && out.state() == out3.state(),
-                 [] { return "3 threads differ from 1"; });
+                    [] { return "3 threads differ from 1"; });
   std::vector<float> state = out.state(), state0 = state;
   MPI_Bcast(state0.data(), int(state0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
   ck.agree.expect(test::bitwise_equal(state.data(), state0.data(), state.size()),
-                    [] { return "mean, rstd, running statistics or counter differ from rank 0's"; });
+                  [] { return "mean, rstd, running statistics or counter differ from rank 0's"; });
   if (ranks == 1)
     ck.bitwise.expect(out.y == single.y && out.state() == single.state(),
-                   [] { return "y or the statistics differ from one call"; });
+                      [] { return "y or the statistics differ from one call"; });
 
   const double d = chref::depth(N * S, test::lanes(active), S);
   for (std::size_t c = 0; c < C; ++c) {
@@ -378,12 +378,12 @@ void bn_case_run(const bn_case& bc, simdnorm::isa active) {
     const double tol_rv = (0.1 * chref::var_rel_bound(d) + 2 * ref::u32) * std::fabs(rv);
     const auto channel = [&] { return "channel " + std::to_string(c); };
     ck.bound.expect(std::fabs(out.mean[c] - st.mean) <= chref::mean_bound(d, st) &&
-                     std::fabs(out.running_mean[c] - rm) <= tol_rm &&
-                     std::fabs(out.running_var[c] - rv) <= tol_rv,
-                 channel);
+                        std::fabs(out.running_mean[c] - rm) <= tol_rm &&
+                        std::fabs(out.running_var[c] - rv) <= tol_rv,
+                    channel);
     ck.versus.expect(std::fabs(out.running_mean[c] - single.running_mean[c]) <= 2 * tol_rm &&
-                      std::fabs(out.running_var[c] - single.running_var[c]) <= 2 * tol_rv,
-                  channel);
+                         std::fabs(out.running_var[c] - single.running_var[c]) <= 2 * tol_rv,
+                     channel);
     for (std::size_t i = 0; i < n * S; ++i) {  // this rank's values of channel c
       const std::size_t nn = n0 + i / S, s = i % S;
       const std::size_t at =
@@ -421,9 +421,10 @@ int main(int argc, char** argv) {
       {5, 700, false}, {4, 1000, false}, {3, 2 * kPiece + 77, false}, {3, 4 * kPiece + 100, true}};
   using simdnorm::channel_layout;
   // fused planes, split planes (few channels of many values), short planes; NHWC: columns
-  const bn_case bn_cases[] = {{channel_layout::nchw, 7, 5, 63},  {channel_layout::nchw, 8, 3, 2500},
-                              {channel_layout::nchw, 7, 24, 1},  {channel_layout::nhwc, 7, 5, 63},
-                              {channel_layout::nhwc, 8, 3, 2500}, {channel_layout::nhwc, 7, 24, 1}};
+  const bn_case bn_cases[] = {
+      {channel_layout::nchw, 7, 5, 63},   {channel_layout::nchw, 8, 3, 2500},
+      {channel_layout::nchw, 7, 24, 1},   {channel_layout::nhwc, 7, 5, 63},
+      {channel_layout::nhwc, 8, 3, 2500}, {channel_layout::nhwc, 7, 24, 1}};
   // Every rank forces the same ISA in turn (quick mode: the selected one only).
   const std::vector<simdnorm::isa> isas =
       test::quick() ? std::vector<simdnorm::isa>{simdnorm::active_isa()} : test::runnable_isas();
