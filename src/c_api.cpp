@@ -113,6 +113,7 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.residual_out = a.residual_out;
   n.moments_out = reinterpret_cast<simdnorm::moments*>(a.moments_out);
   n.moments_in = reinterpret_cast<const simdnorm::moments*>(a.moments_in);
+  n.gate = a.gate;
   return n;
 }
 

@@ -67,6 +67,9 @@ struct row_block {
   std::size_t rows = 0;
   float* mean = nullptr;
   float* rstd = nullptr;
+  /// Gated RMSNorm: y = norm(x) * gamma * silu(gate), gate rows in x's type and strides (at
+  /// gate + r * x_stride), or null.
+  const void* gate = nullptr;
 };
 
 /// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).

@@ -15,17 +15,18 @@ namespace {
 struct row_op {
   const char* name;  ///< for messages: "layer_norm"
   bool beta, mean, gamma;
+  bool gate;          ///< gated RMSNorm (norm_args::gate)
   moments_kind kind;  ///< what its statistics are (split statistics)
   row_op_kernels kernel_table::*kernels;
 };
 constexpr row_op kLayerNorm{
-    "layer_norm", true, true, true, moments_kind::centered, &kernel_table::layer_norm};
+    "layer_norm", true, true, true, false, moments_kind::centered, &kernel_table::layer_norm};
 constexpr row_op kRmsNorm{
-    "rms_norm", false, false, true, moments_kind::squares, &kernel_table::rms_norm};
+    "rms_norm", false, false, true, true, moments_kind::squares, &kernel_table::rms_norm};
 constexpr row_op kL1Norm{
-    "lp_norm", false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
+    "lp_norm", false, false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
 constexpr row_op kL2Norm{
-    "lp_norm", false, false, false, moments_kind::squares, &kernel_table::l2_norm};
+    "lp_norm", false, false, false, false, moments_kind::squares, &kernel_table::l2_norm};
 
 /// What one phase of a row plan does. A plan runs a short list of them (make_phases).
 enum class row_phase {
@@ -111,6 +112,9 @@ struct row_norm_plan final : plan_impl {
                            op->name);
     if (!op->gamma && a.gamma != nullptr)
       return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
+    if (!op->gate && a.gate != nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.gate: %s has no gate (gated RMSNorm is rms_norm's)", op->name);
     if (weight_offset != 0.f && a.gamma == nullptr)
       return status::error(status_code::invalid_argument,
                            "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
@@ -142,14 +146,14 @@ struct row_norm_plan final : plan_impl {
     return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
   }
 
-  /// The residual pointers and their aliasing with x and y (y_span 0: no y).
+  /// The residual pointers, the gate, and their aliasing with x and y (y_span 0: no y).
   status check_residual(const norm_args& a, std::int64_t y_span) const noexcept {
     if ((a.residual == nullptr) != (a.residual_out == nullptr))
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
                            "is stored to residual_out)");
-    if (a.residual == nullptr) return {};
-    // h (residual_out) may be residual or x; y may be x or residual, never h.
+    // h (residual_out) may be residual or x; y may be x or residual, never h. The gate is read
+    // after h is written and while y is: it may be y (in place), never h.
     const struct {
       const void *p, *q;
       std::int64_t q_bytes;
@@ -161,9 +165,11 @@ struct row_norm_plan final : plan_impl {
         {a.residual, a.residual_out, x_bytes, true, "args.residual_out and args.residual"},
         {a.residual_out, a.y, y_span, false, "args.y and args.residual_out"},
         {a.residual, a.y, y_span, same_layout, "args.y and args.residual"},
+        {a.gate, a.residual_out, x_bytes, false, "args.gate and args.residual_out"},
+        {a.gate, a.y, y_span, same_layout, "args.y and args.gate"},
     };
     for (const auto& c : pairs) {
-      if (c.q_bytes == 0) continue;
+      if (c.q_bytes == 0 || c.p == nullptr || c.q == nullptr) continue;
       const auto p = reinterpret_cast<std::uintptr_t>(c.p);
       const auto q = reinterpret_cast<std::uintptr_t>(c.q);
       if (p == q ? !c.may_alias
@@ -204,6 +210,8 @@ struct row_norm_plan final : plan_impl {
     b.x_stride = outer_x_stride[n_outer - 1];
     if (a.y != nullptr)
       b.y = static_cast<char*>(a.y) + (yo + std::int64_t(c0)) * std::int64_t(y_elem);
+    if (a.gate != nullptr)
+      b.gate = static_cast<const char*>(a.gate) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
     b.y_stride = outer_y_stride[n_outer - 1];
     b.rows = count;
     return b;

@@ -13,22 +13,7 @@ namespace {
 
 using simdnorm::dtype;
 using simdnorm::tensor_desc;
-
-/// `n` values of type t in a guarded buffer, set from and read back as f32.
-struct typed {
-  dtype t;
-  test::buffer raw;
-  typed(dtype type, std::size_t n) : t(type), raw((n * simdnorm::dtype_size(type) + 3) / 4, 1) {}
-  void* data() { return raw.data(); }
-  void set(const std::vector<float>& v) {
-    REQUIRE(simdnorm::convert(v.data(), dtype::f32, raw.data(), t, v.size()).ok());
-  }
-  std::vector<float> get(std::size_t n) {
-    std::vector<float> v(n);
-    REQUIRE(simdnorm::convert(raw.data(), t, v.data(), dtype::f32, n).ok());
-    return v;
-  }
-};
+using test::typed;
 
 enum class mode { separate, h_over_residual, h_over_residual_y_over_x, h_over_x };
 const char* mode_name(mode m) {

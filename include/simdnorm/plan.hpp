@@ -275,6 +275,13 @@ struct norm_args {
   /// stats_stage::apply: read, the statistics of the whole row or group (merged). Their count,
   /// not this part's size, divides the sums. The row ops' residual add is refused here.
   const moments* moments_in = nullptr;
+
+  /// RMSNorm only, optional: gated RMSNorm, y = rms_norm(x) * gamma * silu(gate) with
+  /// silu(z) = z / (1 + exp(-z)) (Qwen3-Next's RMSNormGated, Mamba-2's with
+  /// norm_before_gate=True: norm, then gate). The gate has x's shape, strides and type; with a
+  /// residual add the norm is of h and the gate still multiplies after it. All in f32, y
+  /// rounded once. y may be the gate (same layout); the gate must not overlap residual_out.
+  const void* gate = nullptr;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.

@@ -276,6 +276,8 @@ typedef struct simdnorm_norm_args {
   /* Row ops only, split statistics (see simdnorm::stats_stage): */
   simdnorm_moments* moments_out;      /**< SIMDNORM_STAGE_MOMENTS: one record per row */
   const simdnorm_moments* moments_in; /**< SIMDNORM_STAGE_APPLY: one record per whole row */
+  /* Fields appended after the first release; a zero-initialized struct leaves them unused. */
+  const void* gate; /**< RMSNorm: y = rms_norm(x) * gamma * silu(gate), x's layout and type */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------

@@ -68,6 +68,7 @@ inline scalar_vector fnma(scalar_vector a, scalar_vector b, scalar_vector c) {
   return c.v - a.v * b.v;
 }
 inline scalar_vector sqrt(scalar_vector a) { return __builtin_sqrtf(a.v); }
+inline scalar_vector exp(scalar_vector a) { return __builtin_expf(a.v); }
 inline bool operator<(scalar_vector a, scalar_vector b) { return a.v < b.v; }
 inline bool operator<=(scalar_vector a, scalar_vector b) { return a.v <= b.v; }
 inline bool operator>=(scalar_vector a, scalar_vector b) { return a.v >= b.v; }
