@@ -114,6 +114,7 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.moments_out = reinterpret_cast<simdnorm::moments*>(a.moments_out);
   n.moments_in = reinterpret_cast<const simdnorm::moments*>(a.moments_in);
   n.gate = a.gate;
+  n.residual_bias = a.residual_bias;
   return n;
 }
 

@@ -108,12 +108,14 @@ struct row_op_kernels {
   dtype_pairs<row_apply_fn> apply;              ///< [x][y] normalize from given statistics
 };
 
-/// h = x + r over `rows` rows of `cols` elements of one type, row k at x + k * stride (r and h
-/// likewise): the fused residual add of the row ops, summed in f32 and rounded once into the type.
+/// h = x + r (+ bias) over `rows` rows of `cols` elements of one type, row k at x + k * stride
+/// (r and h likewise): the fused residual add of the row ops, summed in f32, (x + r) + bias, and
+/// rounded once into the type. bias: [cols] floats or null.
 struct add_rows_job {
   const void* x = nullptr;
   const void* r = nullptr;
   void* h = nullptr;
+  const float* bias = nullptr;
   std::ptrdiff_t stride = 0;
   std::size_t rows = 0, cols = 0;
 };

@@ -152,6 +152,9 @@ struct row_norm_plan final : plan_impl {
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
                            "is stored to residual_out)");
+    if (a.residual_bias != nullptr && a.residual == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.residual_bias needs args.residual (h = x + residual + bias)");
     // h (residual_out) may be residual or x; y may be x or residual, never h. The gate is read
     // after h is written and while y is: it may be y (in place), never h.
     const struct {
@@ -228,6 +231,7 @@ struct row_norm_plan final : plan_impl {
     add.x = static_cast<const char*>(a.x) + at;
     add.r = static_cast<const char*>(a.residual) + at;
     add.h = static_cast<char*>(a.residual_out) + at;
+    add.bias = a.residual_bias != nullptr ? a.residual_bias + c0 : nullptr;
     add.stride = outer_x_stride[n_outer - 1];
     add.rows = count;
     add.cols = n;

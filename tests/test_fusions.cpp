@@ -18,7 +18,9 @@ using test::typed;
 double silu(double z) { return z / (1.0 + std::exp(-z)); }
 
 /// Unit roundoff of a stored type.
-double unit_roundoff(dtype t) { return t == dtype::f32 ? 0x1p-24 : t == dtype::bf16 ? 0x1p-8 : 0x1p-11; }
+double unit_roundoff(dtype t) {
+  return t == dtype::f32 ? 0x1p-24 : t == dtype::bf16 ? 0x1p-8 : 0x1p-11;
+}
 
 /// Compares y with a float64 want where both are finite (within tol), and their classes
 /// (NaN, +-Inf) where want is not.
@@ -97,8 +99,8 @@ void check_gated(const gated_case& c, std::uint32_t seed, simdnorm::isa active,
       const double w = want[i] * silu(z0[k * stride + i]);
       // the RMSNorm bound of test_residual.cpp, plus exp, 1 + e, the division and the product
       const double f32_bound = (depth / 2 + 10) * ref::u32 * std::fabs(w);
-      expect_close(bad, got[k * stride + i], w, f32_bound * (1 + uo) + uo * std::fabs(w) + 1e-7,
-                   k, i);
+      expect_close(bad, got[k * stride + i], w, f32_bound * (1 + uo) + uo * std::fabs(w) + 1e-7, k,
+                   i);
     }
   }
   CHECK_MESSAGE(bad.none(), bad.report());

@@ -282,6 +282,11 @@ struct norm_args {
   /// residual add the norm is of h and the gate still multiplies after it. All in f32, y
   /// rounded once. y may be the gate (same layout); the gate must not overlap residual_out.
   const void* gate = nullptr;
+
+  /// Row ops, optional, with `residual`: h = (x + residual) + residual_bias, a bias over the
+  /// row ([row length] floats, dense, broadcast over the rows), summed in f32 in that order and
+  /// rounded once into x's type (ONNX Runtime's SkipLayerNormalization bias input).
+  const float* residual_bias = nullptr;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.

@@ -278,6 +278,7 @@ typedef struct simdnorm_norm_args {
   const simdnorm_moments* moments_in; /**< SIMDNORM_STAGE_APPLY: one record per whole row */
   /* Fields appended after the first release; a zero-initialized struct leaves them unused. */
   const void* gate; /**< RMSNorm: y = rms_norm(x) * gamma * silu(gate), x's layout and type */
+  const float* residual_bias; /**< with residual: h = x + residual + bias, [row length] */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------

@@ -260,19 +260,35 @@ void convert_elements(const void* x_in, void* y_out, std::size_t n) {
   for (; i < n; ++i) io::store1(y + i, io::load1(x + i));
 }
 
-/// The fused residual add (add_rows_job): h = x + r, element by element, in f32 and rounded
-/// once into T. h may be x or r (each element is read before it is written).
-template <class V, class T>
-void add_rows(const add_rows_job& job) {
+/// The fused residual add (add_rows_job): h = x + r (+ bias), element by element, in f32 and
+/// rounded once into T. h may be x or r (each element is read before it is written).
+template <class V, bool Bias, class T>
+void add_rows_impl(const add_rows_job& job) {
   constexpr std::size_t W = V::size;
+  const float* bias = job.bias;
   for (std::size_t k = 0; k < job.rows; ++k) {
     const std::ptrdiff_t off = std::ptrdiff_t(k) * job.stride;
     const T* x = static_cast<const T*>(job.x) + off;
     const T* r = static_cast<const T*>(job.r) + off;
     T* h = static_cast<T*>(job.h) + off;
     std::size_t i = 0;
-    for (; i + W <= job.cols; i += W)
-      io::store(h + i, io::template load<V>(x + i) + io::template load<V>(r + i));
-    for (; i < job.cols; ++i) io::store1(h + i, io::load1(x + i) + io::load1(r + i));
+    for (; i + W <= job.cols; i += W) {
+      V s = io::template load<V>(x + i) + io::template load<V>(r + i);
+      if constexpr (Bias) s = s + load<V>(bias + i);
+      io::store(h + i, s);
+    }
+    for (; i < job.cols; ++i) {
+      float s = io::load1(x + i) + io::load1(r + i);
+      if constexpr (Bias) s = s + bias[i];
+      io::store1(h + i, s);
+    }
   }
+}
+
+template <class V, class T>
+void add_rows(const add_rows_job& job) {
+  if (job.bias != nullptr)
+    add_rows_impl<V, true, T>(job);
+  else
+    add_rows_impl<V, false, T>(job);
 }
