@@ -100,6 +100,13 @@ struct isa_hooks {
 template <std::size_t W>
 struct u16_lanes;
 
+/// The low byte of each of W 32-bit lanes out to W bytes (narrow), where an ISA file has a
+/// faster way than a store and a byte loop (common/io-inl.hpp: narrow_u8).
+template <std::size_t W>
+struct u8_lanes {
+  static constexpr bool available = false;
+};
+
 /// The ISA's f16 <-> f32 conversion instructions for W lanes (load, store), where it has them.
 template <std::size_t W>
 struct f16_hardware {

@@ -73,6 +73,7 @@ struct layer_norm_stats {
 /// The row-op interface of the kernel table (row/pieces-inl.hpp): LayerNorm's statistics for
 /// the plan's choice of mean (compensated or single float).
 struct layer_norm_op {
+  static constexpr bool scaled_outputs = true;  // 8-bit y (row/quantize-inl.hpp)
   template <class F>
   static void with_stats(const row_norm_config& cfg, F f) {
     if (cfg.compensated_mean)

@@ -67,6 +67,7 @@ struct lp_norm_stats {
 /// The row-op interface of the kernel table (row/pieces-inl.hpp), one per p.
 template <int P>
 struct lp_norm_op {
+  static constexpr bool scaled_outputs = false;
   template <class F>
   static void with_stats(const row_norm_config&, F f) {
     f(lp_norm_stats<P>{});

@@ -111,6 +111,15 @@ SIMDNORM_ALWAYS_INLINE V row_value(const V& x, const V& hi, const V& rs, const V
   return t;
 }
 
+/// row_value of element i of one row, on broadcast operands (heads and tails).
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+SIMDNORM_ALWAYS_INLINE float row_value1(const TX* x, const TX* z, const float* g, const float* b,
+                                        float hi, float rs, float lo, std::size_t i) {
+  return lane0(row_value<V, Centered, Gamma, Beta, Gate>(
+      V(io::load1(x + i)), V(hi), V(rs), V(lo), V(Gamma ? g[i] : 0.f), V(Beta ? b[i] : 0.f),
+      V(Gate ? io::load1(z + i) : 0.f)));
+}
+
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
 /// goes through the same operations whatever R is: grouping never changes a bit. zs: the rows'
 /// gates (Gate), in x's type.
@@ -138,10 +147,8 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
   }
   auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
     const std::size_t j = first + r;
-    const V t = row_value<V, Centered, Gamma, Beta, Gate>(
-        V(io::load1(xr[r] + i)), V(k.hi[j]), V(k.rs[j]), V(k.lo_rs[j]), V(Gamma ? g[i] : 0.f),
-        V(Beta ? b[i] : 0.f), V(Gate ? io::load1(zr[r] + i) : 0.f));
-    io::store1(yr[r] + i, lane0(t));
+    io::store1(yr[r] + i, row_value1<V, Centered, Gamma, Beta, Gate>(xr[r], zr[r], g, b, k.hi[j],
+                                                                     k.rs[j], k.lo_rs[j], i));
   };
   std::size_t i = 0;
   if constexpr (Stream) {
@@ -270,6 +277,15 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
   }
 }
 
+// 8-bit outputs and the amax side output (row/quantize-inl.hpp).
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX, class TY>
+void quantize_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
+                   const TX* const* zs, TY* const* ys, const row_consts& k, std::size_t r0,
+                   std::size_t count);
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+void amax_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
+               const TX* const* zs, const row_consts& k, std::size_t r0, std::size_t count);
+
 template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
 void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
@@ -283,8 +299,9 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
   const bool rows_together =
       group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
-  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Gate && !Stream)
-    if (short_rows && n % W == 0) {
+  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Gate && !Stream &&
+                !is_8bit<TY>)
+    if (short_rows && n % W == 0 && blk.amax == nullptr) {
       short_rows_overlapped<V, Stats, Gamma, Beta, TX, TY>(cfg, blk);
       return;
     }
@@ -308,6 +325,13 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
       if (blk.mean) blk.mean[r0 + r] = k.hi[r];
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
+    constexpr bool kCentered = Stats::centered;
+    if constexpr (is_8bit<TY>) {
+      quantize_rows<V, kCentered, Gamma, Beta, Gate>(cfg, blk, xs, zs, ys, k, r0, count);
+      continue;
+    }
+    if (blk.amax != nullptr)
+      amax_rows<V, kCentered, Gamma, Beta, Gate>(cfg, blk, xs, zs, k, r0, count);
     normalize_group<V, Stats, Gamma, Beta, Gate, Stream>(cfg, xs, zs, ys, k, count, rows_together,
                                                          pf);
   }
@@ -344,7 +368,8 @@ inline void with_row_variant(const row_norm_config& cfg, const row_block& blk, F
 }
 
 /// Entry point (kernel_table::row_op_kernels::rows) of a row op (layer_norm_op, rms_norm_op,
-/// lp_norm_op): x holds TX and y TY elements (float, bf16_t, f16_t).
+/// lp_norm_op): x holds TX and y TY elements (float, bf16_t, f16_t; LayerNorm and RMSNorm also
+/// the 8-bit i8_t, f8e4m3fn_t).
 template <class V, class Op, class TX, class TY>
 void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
   Op::with_stats(cfg, [&](auto stats) {

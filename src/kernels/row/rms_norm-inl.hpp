@@ -56,6 +56,7 @@ struct rms_norm_stats {
 
 /// The row-op interface of the kernel table (row/pieces-inl.hpp).
 struct rms_norm_op {
+  static constexpr bool scaled_outputs = true;  // 8-bit y (row/quantize-inl.hpp)
   template <class F>
   static void with_stats(const row_norm_config&, F f) {
     f(rms_norm_stats{});
