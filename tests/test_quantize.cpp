@@ -149,8 +149,8 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
       for (std::size_t i = 0; i < c.cols; ++i)
         s_max = std::max(s_max, std::fabs(hr[i] - hr[0]) / std::sqrt(st.var + 1e-5));
       for (std::size_t i = 0; i < c.cols; ++i)
-        bound[i] = ref::layer_norm_bound(depth, (hr[i] - st.mean) / std::sqrt(st.var + 1e-5),
-                                         s_max, g[i], b[i], want[i]);
+        bound[i] = ref::layer_norm_bound(depth, (hr[i] - st.mean) / std::sqrt(st.var + 1e-5), s_max,
+                                         g[i], b[i], want[i]);
     }
     const std::size_t seg = c.q.block != 0 ? std::size_t(c.q.block) : c.cols;
     double row_amax = 0, row_amax_bound = 0;
@@ -252,13 +252,14 @@ TEST_CASE("quantize: every fp8 e4m3fn code round-trips through f32, and f32 roun
                 .ok());
     for (std::size_t k = 0; k < probe.size(); ++k)
       bad.expect(got[k] == f8_code(probe[k]), [&] {
-        return "encode " + std::to_string(probe[k]) + ": got " + std::to_string(got[k]) +
-               " want " + std::to_string(f8_code(probe[k]));
+        return "encode " + std::to_string(probe[k]) + ": got " + std::to_string(got[k]) + " want " +
+               std::to_string(f8_code(probe[k]));
       });
     // int8: ties to even, saturation, NaN -> 0
-    const std::vector<float> iv = {0.5f,   1.5f,  2.5f,  -0.5f,  -1.5f, -2.5f, 126.5f,
-                                   127.5f, 200.f, -128.f, -129.f, -1e9f, inf,   -inf,
-                                   std::numeric_limits<float>::quiet_NaN()};
+    const std::vector<float> iv = {
+        0.5f,   1.5f,   2.5f,   -0.5f, -1.5f,
+        -2.5f,  126.5f, 127.5f, 200.f, -128.f,
+        -129.f, -1e9f,  inf,    -inf,  std::numeric_limits<float>::quiet_NaN()};
     const std::vector<int> iw = {0, 2, 2, 0, -2, -2, 126, 127, 127, -128, -128, -128, 127, -128, 0};
     std::vector<std::int8_t> qi(iv.size());
     REQUIRE(simdnorm::convert(iv.data(), dtype::f32, qi.data(), dtype::i8, iv.size()).ok());
