@@ -20,8 +20,8 @@ constexpr std::size_t kMiB = std::size_t(1) << 20;
 
 enum class fusion { add_rms_norm, gated_rms_norm, rms_norm_int8 };
 
-void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t rows,
-                  std::size_t cols, int threads) {
+void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t rows, std::size_t cols,
+                  int threads) {
   const std::size_t n = rows * cols;
   float* x = bench::shared_buffer(n, 0);
   float* r = bench::shared_buffer(n, 1);  // the residual, or the gate
@@ -102,10 +102,10 @@ void register_fusion_benchmarks() {
       for (std::size_t xb : {1 * kMiB, 64 * kMiB})
         for (std::size_t cols : {128, 4096})
           for (int t : bench::thread_counts()) {
-            const std::string name = std::string("fusion/") + o.name +
-                                     (fused ? "/fused" : "/unfused") + "/D:" +
-                                     std::to_string(cols) + "/x_MiB:" + std::to_string(xb / kMiB) +
-                                     "/threads:" + std::to_string(t);
+            const std::string name =
+                std::string("fusion/") + o.name + (fused ? "/fused" : "/unfused") +
+                "/D:" + std::to_string(cols) + "/x_MiB:" + std::to_string(xb / kMiB) +
+                "/threads:" + std::to_string(t);
             benchmark::RegisterBenchmark(name.c_str(), bench_fusion, o.f, fused,
                                          xb / sizeof(float) / cols, cols, t)
                 ->UseManualTime()
