@@ -302,7 +302,7 @@ TEST_CASE("quantize: codes match the reference quantizer of the float64 y (every
   CHECK(t.near * 200 <= t.elements);
 }
 
-TEST_CASE("quantize: constant rows give scale 0 and code 0; a NaN row gives scale NaN") {
+TEST_CASE("quantize: constant rows give scale 0 and code 0, a NaN row gives scale NaN") {
   test::for_each_isa([](simdnorm::isa) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (dtype yt : {dtype::i8, dtype::f8e4m3fn})
