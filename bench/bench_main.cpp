@@ -4,12 +4,14 @@
 #include "bench_common.hpp"
 
 void register_row_benchmarks();
+void register_fusion_benchmarks();   // bench_fusions.cpp: fused vs unfused transformer steps
 void register_channel_benchmarks();  // bench_channels.cpp: BatchNorm, GroupNorm
 void register_peer_benchmarks();     // bench/peers/: oneDNN, libtorch when built in
 
 int main(int argc, char** argv) {
   bench::parse_flags(&argc, argv);
   register_row_benchmarks();
+  register_fusion_benchmarks();
   register_channel_benchmarks();
   register_peer_benchmarks();
   benchmark::Initialize(&argc, argv);

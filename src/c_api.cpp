@@ -27,6 +27,7 @@ static_assert(int(SIMDNORM_STORES_STREAMING) == int(simdnorm::store_policy::stre
 static_assert(int(SIMDNORM_NHWC) == int(simdnorm::channel_layout::nhwc), "layouts");
 static_assert(int(SIMDNORM_MOMENTUM_ONNX) == int(simdnorm::momentum_convention::onnx), "momentum");
 static_assert(int(SIMDNORM_STAGE_APPLY) == int(simdnorm::stats_stage::apply), "stages");
+static_assert(int(SIMDNORM_QUANT_PER_TENSOR) == int(simdnorm::quant_scaling::per_tensor), "quant");
 static_assert(int(SIMDNORM_MOMENTS_MAGNITUDES) == int(simdnorm::moments_kind::magnitudes), "kinds");
 // simdnorm_moments and simdnorm::moments are the same record: arrays of one are the other's.
 static_assert(sizeof(simdnorm_moments) == sizeof(simdnorm::moments) &&
@@ -113,6 +114,10 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.residual_out = a.residual_out;
   n.moments_out = reinterpret_cast<simdnorm::moments*>(a.moments_out);
   n.moments_in = reinterpret_cast<const simdnorm::moments*>(a.moments_in);
+  n.gate = a.gate;
+  n.residual_bias = a.residual_bias;
+  n.y_scale = a.y_scale;
+  n.amax = a.amax;
   return n;
 }
 
@@ -131,6 +136,25 @@ status check_stores_and_stage(const CParams* p) noexcept {
   return s ? check_enum(raw(p->stage), SIMDNORM_STAGE_APPLY, "stage") : s;
 }
 
+void convert_quant(const simdnorm_quant_params& p, simdnorm::quant_params* q) noexcept {
+  q->scaling = simdnorm::quant_scaling(raw(p.scaling));
+  q->block = p.block;
+  q->scale = p.scale;
+  q->zero_point = p.zero_point;
+  q->row_amax = p.row_amax != 0;
+}
+
+simdnorm_quant_params c_quant(const simdnorm::quant_params& q) noexcept {
+  return {simdnorm_quant_scaling(q.scaling), q.block, q.scale, q.zero_point, q.row_amax ? 1 : 0};
+}
+
+// The row ops' store policy and stage, and the quantized-output scaling.
+template <class CParams>
+status check_row_enums(const CParams* p) noexcept {
+  const status s = check_stores_and_stage(p);
+  return s ? check_enum(raw(p->quant.scaling), SIMDNORM_QUANT_PER_TENSOR, "quant.scaling") : s;
+}
+
 // Converters from the C parameter structs; a null pointer means the C++ defaults.
 status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params* q) noexcept {
   if (p == nullptr) return {};
@@ -140,7 +164,8 @@ status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params*
   q->weight_offset = p->weight_offset;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
-  return check_stores_and_stage(p);
+  convert_quant(p->quant, &q->quant);
+  return check_row_enums(p);
 }
 
 status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) noexcept {
@@ -150,7 +175,8 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   q->weight_offset = p->weight_offset;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
-  return check_stores_and_stage(p);
+  convert_quant(p->quant, &q->quant);
+  return check_row_enums(p);
 }
 
 status convert(const simdnorm_lp_norm_params* p, simdnorm::lp_norm_params* q) noexcept {
@@ -389,13 +415,18 @@ simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void) {
           d.compensated_mean ? 1 : 0,
           simdnorm_store_policy(d.stores),
           d.weight_offset,
-          simdnorm_stats_stage(d.stage)};
+          simdnorm_stats_stage(d.stage),
+          c_quant(d.quant)};
 }
 
 simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
   const simdnorm::rms_norm_params d;
-  return {d.normalized_ndim, d.eps, simdnorm_store_policy(d.stores), d.weight_offset,
-          simdnorm_stats_stage(d.stage)};
+  return {d.normalized_ndim,
+          d.eps,
+          simdnorm_store_policy(d.stores),
+          d.weight_offset,
+          simdnorm_stats_stage(d.stage),
+          c_quant(d.quant)};
 }
 
 simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {

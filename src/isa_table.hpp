@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "simdnorm/isa.hpp"
 #include "simdnorm/tensor.hpp"
@@ -21,6 +22,19 @@ struct bf16_t {
 struct f16_t {
   std::uint16_t bits;
 };
+struct i8_t {
+  std::int8_t v;
+};
+struct f8e4m3fn_t {
+  std::uint8_t bits;
+};
+
+/// The 8-bit output types, written through a scale (quantized outputs of the row ops).
+template <class T>
+inline constexpr bool is_8bit = sizeof(T) == 1;
+/// Their largest code's value: the dynamic scale is amax / this.
+template <class T>
+inline constexpr float quant_max = std::is_same_v<T, i8_t> ? 127.f : 448.f;
 
 /// Number of dtypes; their ids are 0 .. kDtypes - 1.
 inline constexpr std::size_t kDtypes = 0
@@ -54,6 +68,11 @@ struct row_norm_config {
   const float* beta = nullptr;   ///< [cols] or null
   bool compensated_mean = true;  ///< LayerNorm: mean kept as hi + lo
   bool stream = false;           ///< non-temporal stores for y
+  // 8-bit outputs (row/quantize-inl.hpp): q = TY(y * inv_scale) (+ zero point, i8).
+  bool quant_static = false;     ///< per-tensor scale below; else dynamic, into row_block::y_scale
+  std::size_t quant_block = 0;   ///< dynamic: elements per scale; 0: one scale per row
+  float quant_inv_scale = 1.f;   ///< static: 1 / scale, rounded once
+  float quant_zero_point = 0.f;  ///< static i8: added after rounding
 };
 
 /// A run of rows with constant strides (elements). x and y hold elements of the kernel's x and
@@ -67,6 +86,12 @@ struct row_block {
   std::size_t rows = 0;
   float* mean = nullptr;
   float* rstd = nullptr;
+  /// Gated RMSNorm: y = norm(x) * gamma * silu(gate), gate rows in x's type and strides (at
+  /// gate + r * x_stride), or null.
+  const void* gate = nullptr;
+  /// 8-bit y with dynamic scales: this run's first row's scales (cols / block per row).
+  float* y_scale = nullptr;
+  float* amax = nullptr;  ///< max |y| per row (before y's rounding), or null
 };
 
 /// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).
@@ -105,12 +130,14 @@ struct row_op_kernels {
   dtype_pairs<row_apply_fn> apply;              ///< [x][y] normalize from given statistics
 };
 
-/// h = x + r over `rows` rows of `cols` elements of one type, row k at x + k * stride (r and h
-/// likewise): the fused residual add of the row ops, summed in f32 and rounded once into the type.
+/// h = x + r (+ bias) over `rows` rows of `cols` elements of one type, row k at x + k * stride
+/// (r and h likewise): the fused residual add of the row ops, summed in f32, (x + r) + bias, and
+/// rounded once into the type. bias: [cols] floats or null.
 struct add_rows_job {
   const void* x = nullptr;
   const void* r = nullptr;
   void* h = nullptr;
+  const float* bias = nullptr;
   std::ptrdiff_t stride = 0;
   std::size_t rows = 0, cols = 0;
 };

@@ -2,6 +2,7 @@
 // outer dims into runs of equally strided rows, and splitting rows into tasks. The op's kernel
 // is chosen here, once, when the plan is made.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 
 #include "plan_impl.hpp"
@@ -15,17 +16,19 @@ namespace {
 struct row_op {
   const char* name;  ///< for messages: "layer_norm"
   bool beta, mean, gamma;
+  bool gate;          ///< gated RMSNorm (norm_args::gate)
+  bool scaled;        ///< 8-bit y and the amax output (quant_params)
   moments_kind kind;  ///< what its statistics are (split statistics)
   row_op_kernels kernel_table::*kernels;
 };
 constexpr row_op kLayerNorm{
-    "layer_norm", true, true, true, moments_kind::centered, &kernel_table::layer_norm};
+    "layer_norm", true, true, true, false, true, moments_kind::centered, &kernel_table::layer_norm};
 constexpr row_op kRmsNorm{
-    "rms_norm", false, false, true, moments_kind::squares, &kernel_table::rms_norm};
+    "rms_norm", false, false, true, true, true, moments_kind::squares, &kernel_table::rms_norm};
 constexpr row_op kL1Norm{
-    "lp_norm", false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
+    "lp_norm", false, false, false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
 constexpr row_op kL2Norm{
-    "lp_norm", false, false, false, moments_kind::squares, &kernel_table::l2_norm};
+    "lp_norm", false, false, false, false, false, moments_kind::squares, &kernel_table::l2_norm};
 
 /// What one phase of a row plan does. A plan runs a short list of them (make_phases).
 enum class row_phase {
@@ -56,6 +59,8 @@ struct row_norm_plan final : plan_impl {
   std::size_t x_elem = 4, y_elem = 4;     // bytes per element
   bool same_layout = false;
   float weight_offset = 0.f;  // nonzero: the gamma_offset phase writes gamma + weight_offset
+  quant_params quant;         // 8-bit y and the amax output
+  std::size_t y_scales = 0;   // per row: 8-bit y with dynamic scales (else 0)
   row_phase phases[3] = {};
   std::size_t phase_count = 0;
   std::size_t gamma_bytes = 0, pieces_offset = 0;  // workspace: gamma_eff, then piece stats
@@ -111,6 +116,25 @@ struct row_norm_plan final : plan_impl {
                            op->name);
     if (!op->gamma && a.gamma != nullptr)
       return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
+    if (!op->gate && a.gate != nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.gate: %s has no gate (gated RMSNorm is rms_norm's)", op->name);
+    if (y_scales != 0 && a.y_scale == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.y_scale is null: %s with an 8-bit y and dynamic scaling writes "
+                           "%zu scale(s) per row there",
+                           op->name, y_scales);
+    if (y_scales == 0 && a.y_scale != nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.y_scale: this %s plan writes no scales (only an 8-bit y with "
+                           "quant_scaling::dynamic does)",
+                           op->name);
+    if (quant.row_amax != (a.amax != nullptr))
+      return status::error(status_code::invalid_argument,
+                           quant.row_amax ? "args.amax is null: quant.row_amax writes one float "
+                                            "per row there"
+                                          : "args.amax: set quant.row_amax in the plan's params "
+                                            "to have it written");
     if (weight_offset != 0.f && a.gamma == nullptr)
       return status::error(status_code::invalid_argument,
                            "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
@@ -142,14 +166,17 @@ struct row_norm_plan final : plan_impl {
     return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
   }
 
-  /// The residual pointers and their aliasing with x and y (y_span 0: no y).
+  /// The residual pointers, the gate, and their aliasing with x and y (y_span 0: no y).
   status check_residual(const norm_args& a, std::int64_t y_span) const noexcept {
     if ((a.residual == nullptr) != (a.residual_out == nullptr))
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
                            "is stored to residual_out)");
-    if (a.residual == nullptr) return {};
-    // h (residual_out) may be residual or x; y may be x or residual, never h.
+    if (a.residual_bias != nullptr && a.residual == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.residual_bias needs args.residual (h = x + residual + bias)");
+    // h (residual_out) may be residual or x; y may be x or residual, never h. The gate is read
+    // after h is written and while y is: it may be y (in place), never h.
     const struct {
       const void *p, *q;
       std::int64_t q_bytes;
@@ -161,9 +188,11 @@ struct row_norm_plan final : plan_impl {
         {a.residual, a.residual_out, x_bytes, true, "args.residual_out and args.residual"},
         {a.residual_out, a.y, y_span, false, "args.y and args.residual_out"},
         {a.residual, a.y, y_span, same_layout, "args.y and args.residual"},
+        {a.gate, a.residual_out, x_bytes, false, "args.gate and args.residual_out"},
+        {a.gate, a.y, y_span, same_layout, "args.y and args.gate"},
     };
     for (const auto& c : pairs) {
-      if (c.q_bytes == 0) continue;
+      if (c.q_bytes == 0 || c.p == nullptr || c.q == nullptr) continue;
       const auto p = reinterpret_cast<std::uintptr_t>(c.p);
       const auto q = reinterpret_cast<std::uintptr_t>(c.q);
       if (p == q ? !c.may_alias
@@ -204,6 +233,8 @@ struct row_norm_plan final : plan_impl {
     b.x_stride = outer_x_stride[n_outer - 1];
     if (a.y != nullptr)
       b.y = static_cast<char*>(a.y) + (yo + std::int64_t(c0)) * std::int64_t(y_elem);
+    if (a.gate != nullptr)
+      b.gate = static_cast<const char*>(a.gate) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
     b.y_stride = outer_y_stride[n_outer - 1];
     b.rows = count;
     return b;
@@ -220,6 +251,7 @@ struct row_norm_plan final : plan_impl {
     add.x = static_cast<const char*>(a.x) + at;
     add.r = static_cast<const char*>(a.residual) + at;
     add.h = static_cast<char*>(a.residual_out) + at;
+    add.bias = a.residual_bias != nullptr ? a.residual_bias + c0 : nullptr;
     add.stride = outer_x_stride[n_outer - 1];
     add.rows = count;
     add.cols = n;
@@ -268,6 +300,8 @@ struct row_norm_plan final : plan_impl {
           row_block b = block_at(a, r, count, 0);
           b.mean = a.mean ? a.mean + r : nullptr;
           b.rstd = a.rstd ? a.rstd + r : nullptr;
+          b.y_scale = a.y_scale ? a.y_scale + r * y_scales : nullptr;
+          b.amax = a.amax ? a.amax + r : nullptr;
           kernels_of_op->rows[xt][yt](c, b);
         });
       case row_phase::rows_moments:
@@ -366,9 +400,55 @@ bool rows_disjoint(int n, const std::int64_t* size, const std::int64_t* stride, 
   return true;
 }
 
+/// The quantized-output parameters against the op, y's type and the row length.
+status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y, std::int64_t cols,
+                   stats_stage stage, const quant_params& q) noexcept {
+  const char* opname = op.name;
+  const bool y8 = dtype_size(y.type) == 1;
+  if (dtype_size(x.type) == 1)
+    return status::error(status_code::unsupported_dtype,
+                         "%s: x %s: the row ops read f32, bf16 or f16 (8-bit types are outputs)",
+                         opname, dtype_name(x.type));
+  if (y8 && !op.scaled)
+    return status::error(status_code::unsupported_dtype,
+                         "%s: y %s: 8-bit outputs are layer_norm's and rms_norm's", opname,
+                         dtype_name(y.type));
+  if (q.scaling != quant_scaling::dynamic && q.scaling != quant_scaling::per_tensor)
+    return status::error(status_code::invalid_argument, "%s: unknown quant.scaling %d", opname,
+                         int(q.scaling));
+  if (!y8 && (q.scaling != quant_scaling::dynamic || q.block != 0))
+    return status::error(status_code::invalid_argument,
+                         "%s: quant.scaling / quant.block apply to an 8-bit y (i8, f8e4m3fn), "
+                         "y is %s",
+                         opname, dtype_name(y.type));
+  if ((y8 || q.row_amax) && stage == stats_stage::apply)
+    return status::error(status_code::invalid_argument,
+                         "%s: an 8-bit y or quant.row_amax needs whole rows: stats_stage::full",
+                         opname);
+  if (q.scaling == quant_scaling::dynamic && q.block != 0 &&
+      (q.block < 32 || q.block > 256 || cols % q.block != 0))
+    return status::error(status_code::invalid_argument,
+                         "%s: quant.block=%d must be 0 (per row) or in [32, 256] and divide the "
+                         "row length %lld",
+                         opname, q.block, static_cast<long long>(cols));
+  if (q.scaling == quant_scaling::per_tensor) {
+    if (!(q.scale > 0.f && q.scale <= FLT_MAX) || !(1.f / q.scale <= FLT_MAX))
+      return status::error(status_code::invalid_argument,
+                           "%s: quant.scale=%g must be finite, > 0 and have a finite inverse",
+                           opname, double(q.scale));
+    const int lo = y.type == dtype::i8 ? -128 : 0, hi = y.type == dtype::i8 ? 127 : 0;
+    if (q.zero_point < lo || q.zero_point > hi)
+      return status::error(status_code::invalid_argument,
+                           "%s: quant.zero_point=%d must be in [%d, %d] for y %s", opname,
+                           q.zero_point, lo, hi, dtype_name(y.type));
+  }
+  return {};
+}
+
 status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
-                     float weight_offset, stats_stage stage, plan* out) noexcept {
+                     float weight_offset, stats_stage stage, plan* out,
+                     const quant_params& quant = {}) noexcept {
   const char* opname = op.name;
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
@@ -397,6 +477,9 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
     return status::error(status_code::invalid_argument, "%s: unknown stats_stage %d", opname,
                          int(stage));
 
+  std::int64_t row_length = 1;
+  for (int i = first; i < x.ndim; ++i) row_length *= x.shape[i];
+  if (!(s = check_quant(op, x, y, row_length, stage, quant))) return s;
   const kernel_table* kt = selected_table(&s);
   if (kt == nullptr) return s;
 
@@ -458,6 +541,14 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.eps = eps;
   p->cfg.compensated_mean = compensated;
   p->weight_offset = weight_offset;
+  p->quant = quant;
+  const bool y8 = dtype_size(y.type) == 1;
+  if (y8 && quant.scaling == quant_scaling::dynamic)
+    p->y_scales = quant.block != 0 ? p->cols / std::size_t(quant.block) : 1;
+  p->cfg.quant_static = quant.scaling == quant_scaling::per_tensor;
+  p->cfg.quant_block = std::size_t(quant.block);
+  p->cfg.quant_inv_scale = 1.f / quant.scale;
+  p->cfg.quant_zero_point = float(quant.zero_point);
   // Streaming stores write whole vectors of floats: f32 outputs only.
   const std::size_t elements = std::size_t(rows) * std::size_t(cols);
   p->cfg.stream = y.type == dtype::f32 &&
@@ -471,7 +562,8 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   // Rows longer than a piece are cut into their pieces across tasks when whole rows would
   // give too few tasks to feed the threads (kSplitRowTasksBelow). The bits stay the same.
   const std::size_t pieces = (p->cols + kPieceElements - 1) / kPieceElements;
-  if (pieces > 1 && p->row_tasks < kSplitRowTasksBelow) p->pieces = pieces;
+  const bool whole_rows = y8 || quant.row_amax;  // a row's scale or amax needs all of it
+  if (pieces > 1 && p->row_tasks < kSplitRowTasksBelow && !whole_rows) p->pieces = pieces;
   p->make_phases();
   plan_access::set(out, std::move(p));
   return {};
@@ -484,13 +576,14 @@ status plan::layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_
                         plan* out) noexcept {
   return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
                                params.compensated_mean, params.stores, params.weight_offset,
-                               params.stage, out);
+                               params.stage, out, params.quant);
 }
 
 status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
                       plan* out) noexcept {
   return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
-                               params.stores, params.weight_offset, params.stage, out);
+                               params.stores, params.weight_offset, params.stage, out,
+                               params.quant);
 }
 
 status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,

@@ -694,6 +694,44 @@ static void test_split_stats(void) {
               "stage");
 }
 
+/* The fusions: gated RMSNorm with a biased residual add, into int8 with a dynamic scale per row,
+ * and the amax output; the quant defaults; a bad block size. */
+static void test_fusions(void) {
+  const float x[2 * 4] = {1, -2, 3, -4, 0.5f, 0.5f, 0.5f, 0.5f};
+  const float bias[4] = {0, 0, 0, 0};
+  float r[8] = {0}, h[8], gate[8], scales[2] = {-1, -1}, amax[2] = {-1, -1};
+  int8_t q[8];
+  const int64_t shape[2] = {2, 4};
+  simdnorm_tensor_desc xd, yd;
+  simdnorm_rms_norm_params p = simdnorm_rms_norm_params_default();
+  simdnorm_norm_args a = {0};
+  int i;
+  CHECK(p.quant.scaling == SIMDNORM_QUANT_DYNAMIC && p.quant.block == 0 && p.quant.scale == 1.f &&
+        p.quant.zero_point == 0 && p.quant.row_amax == 0);
+  CHECK(simdnorm_tensor_contiguous(&xd, 2, shape) == SIMDNORM_OK);
+  yd = xd;
+  yd.type = SIMDNORM_DTYPE_I8;
+  for (i = 0; i < 8; ++i) gate[i] = 100.f; /* silu(100) = 100 */
+  a.x = x;
+  a.y = q;
+  a.residual = r;
+  a.residual_out = h;
+  a.residual_bias = bias;
+  a.gate = gate;
+  a.y_scale = scales;
+  a.amax = amax;
+  p.quant.row_amax = 1;
+  CHECK(simdnorm_rms_norm(&xd, &yd, &p, &a, NULL) == SIMDNORM_OK);
+  /* row 0: rms = sqrt(7.5), y = x / rms * 100, the largest |y| (4) gets code -127 */
+  CHECK(fabsf(amax[0] - 400.f / sqrtf(7.5f)) <= 1e-3f);
+  CHECK(fabsf(scales[0] - amax[0] / 127) <= 1e-5f);
+  CHECK(q[3] == -127 && q[2] == 95 && q[0] == 32); /* 3 * 127 / 4 = 95.25, 127 / 4 = 31.75 */
+  CHECK(q[4] == 127 && q[7] == 127);               /* a constant row: all at the top */
+  p.quant.block = 3;
+  CHECK_FAILS(simdnorm_rms_norm(&xd, &yd, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "quant.block=3");
+}
+
 int main(void) {
   CHECK(simdnorm_last_error_message()[0] == '\0'); /* nothing failed yet */
   test_status();
@@ -706,6 +744,7 @@ int main(void) {
   test_channel_ops();
   test_bf16();
   test_split_stats();
+  test_fusions();
   printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
          simdnorm_isa_name(simdnorm_active_isa()), g_failures);
   return g_failures ? 1 : 0;

@@ -13,22 +13,7 @@ namespace {
 
 using simdnorm::dtype;
 using simdnorm::tensor_desc;
-
-/// `n` values of type t in a guarded buffer, set from and read back as f32.
-struct typed {
-  dtype t;
-  test::buffer raw;
-  typed(dtype type, std::size_t n) : t(type), raw((n * simdnorm::dtype_size(type) + 3) / 4, 1) {}
-  void* data() { return raw.data(); }
-  void set(const std::vector<float>& v) {
-    REQUIRE(simdnorm::convert(v.data(), dtype::f32, raw.data(), t, v.size()).ok());
-  }
-  std::vector<float> get(std::size_t n) {
-    std::vector<float> v(n);
-    REQUIRE(simdnorm::convert(raw.data(), t, v.data(), dtype::f32, n).ok());
-    return v;
-  }
-};
+using test::typed;
 
 enum class mode { separate, h_over_residual, h_over_residual_y_over_x, h_over_x };
 const char* mode_name(mode m) {
@@ -42,13 +27,15 @@ const char* mode_name(mode m) {
 }
 
 void check_residual(bool rms, dtype t, std::size_t rows, std::size_t cols, std::size_t pad, mode m,
-                    std::uint32_t seed, simdnorm::isa active) {
+                    std::uint32_t seed, simdnorm::isa active, bool with_bias = false) {
   CAPTURE(std::string(rms ? "rms_norm" : "layer_norm"));
   CAPTURE(std::string(simdnorm::dtype_name(t)));
   CAPTURE(std::string(mode_name(m)));
   CAPTURE(cols);
+  CAPTURE(with_bias);
   const std::size_t stride = cols + pad, n = rows * stride;
-  std::vector<float> xv(n), rv(n), g(cols), b(cols);
+  std::vector<float> xv(n), rv(n), g(cols), b(cols), bias(cols);
+  test::fill_normal(bias.data(), cols, seed + 5, 0.0, 3.0);
   test::fill_normal(xv.data(), n, seed, 0.0, 1.0);
   test::fill_normal(rv.data(), n, seed + 1, 0.5, 2.0);
   test::fill_normal(g.data(), cols, seed + 2, 1.0, 0.5);
@@ -61,7 +48,10 @@ void check_residual(bool rms, dtype t, std::size_t rows, std::size_t cols, std::
   const std::vector<float> x0 = x.get(n), r0 = r.get(n);
   // h as it must be stored: the f32 sum rounded once into t (simdnorm::convert is tested alone)
   std::vector<float> sum(n);
-  for (std::size_t i = 0; i < n; ++i) sum[i] = x0[i] + r0[i];
+  for (std::size_t i = 0; i < n; ++i) {
+    sum[i] = x0[i] + r0[i];
+    if (with_bias) sum[i] += bias[i % stride < cols ? i % stride : 0];  // (x + r) + bias, in f32
+  }
   typed hw(t, n);
   hw.set(sum);
   const std::vector<float> h_want = hw.get(n);
@@ -76,6 +66,7 @@ void check_residual(bool rms, dtype t, std::size_t rows, std::size_t cols, std::
   simdnorm::norm_args a;
   a.x = x.data();
   a.residual = r.data();
+  a.residual_bias = with_bias ? bias.data() : nullptr;
   a.gamma = g.data();
   a.beta = rms ? nullptr : b.data();
   a.y = m == mode::h_over_residual_y_over_x ? x.data() : y.data();
@@ -134,9 +125,21 @@ TEST_CASE("residual: h = x + residual stored exactly, y = norm(h), in place (eve
         for (mode m : {mode::separate, mode::h_over_residual, mode::h_over_residual_y_over_x,
                        mode::h_over_x})
           for (std::size_t cols : {1, 7, 16, 33, 256, 1000}) {
-            check_residual(rms, t, 11, cols, cols % 3, m, seed, i);
+            check_residual(rms, t, 11, cols, cols % 3, m, seed, i, cols % 2 == 1);
             seed += 4;
           }
+  });
+}
+
+TEST_CASE("residual: h = (x + residual) + bias (ORT SkipLayerNorm), f32, every ISA") {
+  test::for_each_isa([](simdnorm::isa i) {
+    std::uint32_t seed = 500;
+    for (bool rms : {false, true})
+      for (mode m : {mode::separate, mode::h_over_residual_y_over_x, mode::h_over_x})
+        for (std::size_t cols : {1, 9, 64, 300, 20000}) {
+          check_residual(rms, dtype::f32, 5, cols, cols % 2, m, seed, i, true);
+          seed += 6;
+        }
   });
 }
 
@@ -160,6 +163,12 @@ TEST_CASE("residual: aliasing rules and errors write nothing") {
       {"h partly over x",
        [](simdnorm::norm_args& a, float* x, float*, float*, float*) { a.residual_out = x + 1; },
        "args.residual_out and args.x"},
+      {"bias without a residual",
+       [](simdnorm::norm_args& a, float* x, float*, float*, float*) {
+         a.residual = a.residual_out = nullptr;
+         a.residual_bias = x;
+       },
+       "needs args.residual"},
       {"h partly over the residual",
        [](simdnorm::norm_args& a, float*, float* r, float*, float*) { a.residual_out = r + 3; },
        "args.residual_out and args.residual"},

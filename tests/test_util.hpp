@@ -175,6 +175,23 @@ class buffer {
   std::size_t n_, off_;
 };
 
+/// `n` values of type t in a guarded buffer, set from and read back as f32.
+struct typed {
+  simdnorm::dtype t;
+  buffer raw;
+  typed(simdnorm::dtype type, std::size_t n)
+      : t(type), raw((n * simdnorm::dtype_size(type) + 3) / 4, 1) {}
+  void* data() { return raw.data(); }
+  void set(const std::vector<float>& v) {
+    REQUIRE(simdnorm::convert(v.data(), simdnorm::dtype::f32, raw.data(), t, v.size()).ok());
+  }
+  std::vector<float> get(std::size_t n) {
+    std::vector<float> v(n);
+    REQUIRE(simdnorm::convert(raw.data(), t, v.data(), simdnorm::dtype::f32, n).ok());
+    return v;
+  }
+};
+
 inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0,
                         double sd = 1) {
   std::mt19937 rng(seed);

@@ -82,6 +82,42 @@ struct moments {
 SIMDNORM_EXPORT status merge_moments(const moments* parts, std::size_t num_parts, std::size_t n,
                                      moments* out) noexcept;
 
+/// How LayerNorm and RMSNorm scale y into an 8-bit y (the y descriptor's type is dtype::i8 or
+/// dtype::f8e4m3fn): y is computed in f32 as for a float output, then
+/// q = convert(y * inv_scale), inv_scale = 1 / scale rounded once in f32 (PyTorch's and vLLM's
+/// quantizers multiply by the inverse scale too; ONNX QuantizeLinear divides, which can differ
+/// by one code where y / scale is within an ulp of a rounding boundary). The conversion rounds
+/// to nearest even and saturates: i8 to [-128, 127], f8e4m3fn to +-448 (OCP E4M3FN).
+enum class quant_scaling : int {
+  /// Symmetric, one scale per row or per block of `quant_params::block` elements:
+  /// scale = amax / qmax (qmax = 127 for i8, 448 for f8e4m3fn; amax = max |y| over the row or
+  /// block), written to norm_args::y_scale; q in [-127, 127] (i8). amax = 0 gives scale 0 and
+  /// code 0 throughout; an amax that is not finite (a NaN or Inf in y) gives scale NaN or +Inf
+  /// and the NaN code throughout (i8: 0, f8e4m3fn: 0x7f). (vLLM's dynamic per-token int8 and
+  /// fp8 quantization; ggml's q8_0 with block = 32.)
+  dynamic = 0,
+  /// Static: q = sat(rne(y * (1 / scale)) + zero_point) with quant_params::scale and
+  /// zero_point for the whole tensor (oneDNN's and PyTorch's quantized norms); NaN gives
+  /// code 0 (i8) or 0x7f (f8e4m3fn).
+  per_tensor = 1,
+};
+
+/// Quantized outputs and the amax side output of LayerNorm and RMSNorm (docs/fusions.md).
+/// Plans with an 8-bit y or row_amax keep every row whole in one task (no split statistics:
+/// stats_stage::full only).
+struct quant_params {
+  quant_scaling scaling = quant_scaling::dynamic;
+  /// dynamic: elements per scale along the row; 0: one scale per row. Otherwise 32..256 and a
+  /// divisor of the row length; the scales are (rows, row length / block), row-major.
+  int block = 0;
+  float scale = 1.f;   ///< per_tensor: finite and > 0
+  int zero_point = 0;  ///< per_tensor: in [-128, 127] for i8; 0 for f8e4m3fn
+  /// Writes max |y| of each row (of y in f32, before its rounding into y's type; rounding is
+  /// monotonic, so rounded it is the amax of y as stored) to norm_args::amax, whatever y's
+  /// type: the "current scaling" input of a downstream fp8 quantizer. NaN in y gives NaN.
+  bool row_amax = false;
+};
+
 /// LayerNorm over the trailing `normalized_ndim` dims:
 /// y = (x - mean) / sqrt(var + eps) * gamma + beta, biased variance (torch.nn.LayerNorm,
 /// ONNX LayerNormalization with axis = ndim - normalized_ndim).
@@ -103,6 +139,7 @@ struct layer_norm_params {
   /// LayerNorm1P: 1); needs norm_args::gamma when nonzero. The weights stay as stored.
   float weight_offset = 0.f;
   stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
+  quant_params quant;                     ///< 8-bit y and the amax output: see quant_params
 };
 
 /// RMSNorm over the trailing `normalized_ndim` dims: y = x / sqrt(mean(x^2) + eps) * gamma.
@@ -115,6 +152,7 @@ struct rms_norm_params {
   /// 1); needs norm_args::gamma when nonzero. The weights stay as stored.
   float weight_offset = 0.f;
   stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
+  quant_params quant;                     ///< 8-bit y and the amax output: see quant_params
 };
 
 /// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,
@@ -275,6 +313,25 @@ struct norm_args {
   /// stats_stage::apply: read, the statistics of the whole row or group (merged). Their count,
   /// not this part's size, divides the sums. The row ops' residual add is refused here.
   const moments* moments_in = nullptr;
+
+  /// RMSNorm only, optional: gated RMSNorm, y = rms_norm(x) * gamma * silu(gate) with
+  /// silu(z) = z / (1 + exp(-z)) (Qwen3-Next's RMSNormGated, Mamba-2's with
+  /// norm_before_gate=True: norm, then gate). The gate has x's shape, strides and type; with a
+  /// residual add the norm is of h and the gate still multiplies after it. All in f32, y
+  /// rounded once. y may be the gate (same layout); the gate must not overlap residual_out.
+  const void* gate = nullptr;
+
+  /// Row ops, optional, with `residual`: h = (x + residual) + residual_bias, a bias over the
+  /// row ([row length] floats, dense, broadcast over the rows), summed in f32 in that order and
+  /// rounded once into x's type (ONNX Runtime's SkipLayerNormalization bias input).
+  const float* residual_bias = nullptr;
+
+  // LayerNorm and RMSNorm (quant_params):
+  /// Written with an 8-bit y and quant_scaling::dynamic: rows * (row length / block) floats
+  /// (block 0: one per row), row-major. Required there, refused elsewhere.
+  float* y_scale = nullptr;
+  /// Written with quant_params::row_amax: one float per row. Required there, refused elsewhere.
+  float* amax = nullptr;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.

@@ -167,6 +167,22 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_merge_moments(const simdnorm_moments* p
                                                        size_t num_parts, size_t n,
                                                        simdnorm_moments* out);
 
+/** How LayerNorm and RMSNorm scale y into an 8-bit y (see simdnorm::quant_scaling). */
+typedef enum simdnorm_quant_scaling {
+  SIMDNORM_QUANT_DYNAMIC = 0,    /**< scale = amax / qmax per row or block, into args.y_scale */
+  SIMDNORM_QUANT_PER_TENSOR = 1, /**< static scale and zero point */
+  SIMDNORM_QUANT_MAX_ENUM = 0x7FFFFFFF
+} simdnorm_quant_scaling;
+
+/** Quantized outputs and the amax side output (see simdnorm::quant_params). */
+typedef struct simdnorm_quant_params {
+  simdnorm_quant_scaling scaling; /**< default SIMDNORM_QUANT_DYNAMIC */
+  int32_t block;                  /**< dynamic: elements per scale, 0 = per row; default 0 */
+  float scale;                    /**< per tensor: finite, > 0; default 1 */
+  int32_t zero_point;             /**< per tensor, i8: in [-128, 127]; default 0 */
+  int32_t row_amax;               /**< nonzero: max |y| per row into args.amax; default 0 */
+} simdnorm_quant_params;
+
 /** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
 typedef struct simdnorm_layer_norm_params {
   int32_t normalized_ndim;      /**< 1..ndim; default 1 */
@@ -175,6 +191,7 @@ typedef struct simdnorm_layer_norm_params {
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
   float weight_offset;          /**< gamma_eff = gamma + weight_offset; default 0 */
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
 } simdnorm_layer_norm_params;
 
 /** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
@@ -184,6 +201,7 @@ typedef struct simdnorm_rms_norm_params {
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
   float weight_offset;          /**< gamma_eff = gamma + weight_offset (Gemma: 1); default 0 */
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
 } simdnorm_rms_norm_params;
 
 /** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
@@ -276,6 +294,11 @@ typedef struct simdnorm_norm_args {
   /* Row ops only, split statistics (see simdnorm::stats_stage): */
   simdnorm_moments* moments_out;      /**< SIMDNORM_STAGE_MOMENTS: one record per row */
   const simdnorm_moments* moments_in; /**< SIMDNORM_STAGE_APPLY: one record per whole row */
+  /* Fields appended after the first release; a zero-initialized struct leaves them unused. */
+  const void* gate; /**< RMSNorm: y = rms_norm(x) * gamma * silu(gate), x's layout and type */
+  const float* residual_bias; /**< with residual: h = x + residual + bias, [row length] */
+  float* y_scale; /**< 8-bit y, dynamic scaling: rows * (row length / block) scales out */
+  float* amax;    /**< with quant.row_amax: max |y| per row out */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------

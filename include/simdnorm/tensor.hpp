@@ -10,7 +10,8 @@
 namespace simdnorm {
 
 /// Element type of a tensor (simdnorm/dtype_list.h): f32 (IEEE binary32), bf16 (bfloat16, the
-/// top 16 bits of a binary32) or f16 (IEEE binary16).
+/// top 16 bits of a binary32), f16 (IEEE binary16); and the 8-bit output types i8 (int8) and
+/// f8e4m3fn (OCP FP8 E4M3FN).
 enum class dtype : int {
 #define SIMDNORM_DTYPE_ENUM(name, NAME, id, bytes) name = id,
   SIMDNORM_DTYPE_LIST(SIMDNORM_DTYPE_ENUM)
@@ -26,7 +27,7 @@ constexpr std::size_t dtype_size(dtype t) noexcept {
   return 0;
 }
 
-/// "f32", "bf16", "f16", or "unknown".
+/// "f32", "bf16", "f16", "i8", "f8e4m3fn", or "unknown".
 constexpr const char* dtype_name(dtype t) noexcept {
 #define SIMDNORM_DTYPE_NAME(name, NAME, id, bytes) \
   if (t == dtype::name) return #name;

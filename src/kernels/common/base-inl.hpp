@@ -68,6 +68,7 @@ inline scalar_vector fnma(scalar_vector a, scalar_vector b, scalar_vector c) {
   return c.v - a.v * b.v;
 }
 inline scalar_vector sqrt(scalar_vector a) { return __builtin_sqrtf(a.v); }
+inline scalar_vector exp(scalar_vector a) { return __builtin_expf(a.v); }
 inline bool operator<(scalar_vector a, scalar_vector b) { return a.v < b.v; }
 inline bool operator<=(scalar_vector a, scalar_vector b) { return a.v <= b.v; }
 inline bool operator>=(scalar_vector a, scalar_vector b) { return a.v >= b.v; }
@@ -98,6 +99,13 @@ struct isa_hooks {
 /// defined per vector width by the ISA files (x86/, arm/convert-inl.hpp).
 template <std::size_t W>
 struct u16_lanes;
+
+/// The low byte of each of W 32-bit lanes out to W bytes (narrow), where an ISA file has a
+/// faster way than a store and a byte loop (common/io-inl.hpp: narrow_u8).
+template <std::size_t W>
+struct u8_lanes {
+  static constexpr bool available = false;
+};
 
 /// The ISA's f16 <-> f32 conversion instructions for W lanes (load, store), where it has them.
 template <std::size_t W>

@@ -12,6 +12,10 @@
 // and narrow per ISA in x86/convert-inl.hpp and arm/convert-inl.hpp, the arithmetic here).
 // tests/test_convert.cpp checks every one of the 65536 16-bit patterns and rounding cases of
 // f32 against the one-element reference on each ISA.
+// The 8-bit output types (quantized y, after the kernel's scaling; tests/test_quantize.cpp):
+// i8 rounds to nearest even and saturates to [-128, 127], NaN to 0; f8e4m3fn (OCP E4M3FN)
+// rounds to nearest even and saturates to +-448 (Inf too), NaN to 0x7f, subnormals kept.
+// Their loads are exact (convert only: the row ops never read them).
 
 template <class V>
 inline V load(const float* p) {
@@ -100,20 +104,63 @@ inline f16_t to_f16(float f) {
   return {std::uint16_t(sign | ((a + 0xc8000fffu + odd) >> 13))};  // rebias: (15 - 127) << 23
 }
 
+/// f32 -> nearest integer, ties to even, for |v| < 2^22 (the default rounding mode adds and
+/// removes 1.5 * 2^23); larger values come back large, which the callers saturate anyway.
+template <class V>
+SIMDNORM_ALWAYS_INLINE V round_even(const V& v) {
+  return (v + V(12582912.f)) - V(12582912.f);
+}
+
+/// v clamped to [lo, hi]; NaN stays NaN.
+template <class V>
+SIMDNORM_ALWAYS_INLINE V clamp_keep_nan(const V& v, float lo, float hi) {
+  const V t = select(v > V(hi), V(hi), v);
+  return select(t < V(lo), V(lo), t);
+}
+
+inline float to_f32(i8_t v) { return float(v.v); }
+
+inline i8_t to_i8(float f) {
+  const scalar_vector t = clamp_keep_nan(scalar_vector(f), -128.f, 127.f);
+  const float r = t.v <= 127.f ? round_even(t).v : 0.f;  // NaN -> 0
+  return {std::int8_t(int(r))};
+}
+
+inline float to_f32(f8e4m3fn_t h) {
+  const std::uint32_t sign = std::uint32_t(h.bits & 0x80u) << 24;
+  const std::uint32_t e = (h.bits >> 3) & 0xfu, m = h.bits & 7u;
+  if (e == 0xf && m == 7) return float_of(sign | 0x7fc00000u);      // NaN
+  if (e == 0) return float_of(sign | bits_of(float(m) * 0x1p-9f));  // zero or subnormal
+  return float_of(sign | ((e + 120u) << 23) | (m << 20));           // rebias: 127 - 7
+}
+
+// f32 -> E4M3FN: magnitudes beyond 448 (Inf too) saturate to 448; below 2^-6 (subnormal) the
+// code comes from one float addition to 2^14, whose ulp is the 2^-9 step of the subnormals;
+// normal ones from an integer rounding of the mantissa to 3 bits (bits 0x43e00000 = 448,
+// 0x3c800000 = 2^-6, 0x46800000 = 2^14).
+inline f8e4m3fn_t to_f8e4m3fn(float f) {
+  const std::uint32_t b = bits_of(f), sign = (b >> 24) & 0x80u;
+  std::uint32_t a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return {0x7f};
+  if (a > 0x43e00000u) a = 0x43e00000u;
+  if (a < 0x3c800000u) return {std::uint8_t(sign | (bits_of(float_of(a) + 16384.f) - 0x46800000u))};
+  return {std::uint8_t(sign | ((a - (120u << 23) + 0x7ffffu + ((a >> 20) & 1u)) >> 20))};
+}
+
 inline float to_f32(float f) { return f; }
+/// f32 -> T, one element: the reference of each store.
 template <class T>
-inline T from_f32(float f);
-template <>
-inline float from_f32<float>(float f) {
-  return f;
-}
-template <>
-inline bf16_t from_f32<bf16_t>(float f) {
-  return to_bf16(f);
-}
-template <>
-inline f16_t from_f32<f16_t>(float f) {
-  return to_f16(f);
+inline T from_f32(float f) {
+  if constexpr (std::is_same_v<T, float>)
+    return f;
+  else if constexpr (std::is_same_v<T, bf16_t>)
+    return to_bf16(f);
+  else if constexpr (std::is_same_v<T, f16_t>)
+    return to_f16(f);
+  else if constexpr (std::is_same_v<T, i8_t>)
+    return to_i8(f);
+  else
+    return to_f8e4m3fn(f);
 }
 
 // ---- vectors -------------------------------------------------------------------------------
@@ -192,6 +239,48 @@ SIMDNORM_ALWAYS_INLINE void store_f16_soft(f16_t* p, const V& v) {
   narrow_u16<VI>(reinterpret_cast<std::uint16_t*>(p), r | sign);
 }
 
+/// The low byte of each 32-bit lane of v out to VI::size bytes.
+template <class VI>
+SIMDNORM_ALWAYS_INLINE void narrow_u8(std::uint8_t* p, const VI& v) {
+  if constexpr (u8_lanes<VI::size>::available) {
+    u8_lanes<VI::size>::narrow(p, v);
+  } else {
+    alignas(64) std::int32_t t[VI::size];
+    v.store_aligned(t);
+    for (std::size_t j = 0; j < VI::size; ++j) p[j] = std::uint8_t(t[j]);
+  }
+}
+
+/// W floats -> W int8 codes, as to_i8 lane by lane.
+template <class V>
+SIMDNORM_ALWAYS_INLINE void store_i8(i8_t* p, const V& v) {
+  const V t = clamp_keep_nan(v, -128.f, 127.f);
+  const V r = select(t <= V(127.f), round_even(t), V(0.f));
+  narrow_u8(reinterpret_cast<std::uint8_t*>(p), xsimd::to_int(r));
+}
+
+/// W floats -> W E4M3FN codes, as to_f8e4m3fn lane by lane.
+template <class V>
+SIMDNORM_ALWAYS_INLINE void store_f8e4m3fn(f8e4m3fn_t* p, const V& v) {
+  using VI = xsimd::batch<std::int32_t, typename V::arch_type>;
+  const VI b = xsimd::bitwise_cast<VI>(v);
+  const VI sign = (b >> 24) & VI(0x80);
+  const VI a0 = b & VI(0x7fffffff);
+  const VI a = xsimd::select(a0 > VI(0x43e00000), VI(0x43e00000), a0);
+  const VI sub = xsimd::bitwise_cast<VI>(xsimd::bitwise_cast<V>(a) + V(16384.f)) - VI(0x46800000);
+  const VI normal = (a - VI(120 << 23) + VI(0x7ffff) + ((a >> 20) & VI(1))) >> 20;
+  const VI code = xsimd::select(a < VI(0x3c800000), sub, normal) | sign;
+  narrow_u8(reinterpret_cast<std::uint8_t*>(p), xsimd::select(a0 > VI(0x7f800000), VI(0x7f), code));
+}
+
+/// W 8-bit values -> W floats, element by element (convert only: not a kernel's hot path).
+template <class V, class T>
+inline V load_8bit(const T* p) {
+  alignas(64) float t[V::size];
+  for (std::size_t j = 0; j < V::size; ++j) t[j] = to_f32(p[j]);
+  return load<V>(t);
+}
+
 /// The I/O policy: how the kernels read x and write y, whose element type the caller chooses
 /// (float, bf16_t, f16_t). Everything else (statistics, parameters, arithmetic) is f32.
 struct io {
@@ -211,6 +300,14 @@ struct io {
       return V(f16_hardware<V::size>::load(reinterpret_cast<const std::uint16_t*>(p)));
     else
       return load_f16_soft<V>(p);
+  }
+  template <class V>
+  static V load(const i8_t* p) {
+    return load_8bit<V>(p);
+  }
+  template <class V>
+  static V load(const f8e4m3fn_t* p) {
+    return load_8bit<V>(p);
   }
   template <class T>
   static float load1(const T* p) {
@@ -233,6 +330,20 @@ struct io {
       f16_hardware<V::size>::store(reinterpret_cast<std::uint16_t*>(p), v);
     else
       store_f16_soft<V>(p, v);
+  }
+  template <class V>
+  static void store(i8_t* p, const V& v) {
+    if constexpr (V::size == 1)
+      *p = to_i8(v.v);
+    else
+      store_i8<V>(p, v);
+  }
+  template <class V>
+  static void store(f8e4m3fn_t* p, const V& v) {
+    if constexpr (V::size == 1)
+      *p = to_f8e4m3fn(v.v);
+    else
+      store_f8e4m3fn<V>(p, v);
   }
   /// Non-temporal store of a full vector; p is stream_alignment<V, T>()-aligned.
   template <class V, class T>
@@ -260,19 +371,35 @@ void convert_elements(const void* x_in, void* y_out, std::size_t n) {
   for (; i < n; ++i) io::store1(y + i, io::load1(x + i));
 }
 
-/// The fused residual add (add_rows_job): h = x + r, element by element, in f32 and rounded
-/// once into T. h may be x or r (each element is read before it is written).
-template <class V, class T>
-void add_rows(const add_rows_job& job) {
+/// The fused residual add (add_rows_job): h = x + r (+ bias), element by element, in f32 and
+/// rounded once into T. h may be x or r (each element is read before it is written).
+template <class V, bool Bias, class T>
+void add_rows_impl(const add_rows_job& job) {
   constexpr std::size_t W = V::size;
+  const float* bias = job.bias;
   for (std::size_t k = 0; k < job.rows; ++k) {
     const std::ptrdiff_t off = std::ptrdiff_t(k) * job.stride;
     const T* x = static_cast<const T*>(job.x) + off;
     const T* r = static_cast<const T*>(job.r) + off;
     T* h = static_cast<T*>(job.h) + off;
     std::size_t i = 0;
-    for (; i + W <= job.cols; i += W)
-      io::store(h + i, io::template load<V>(x + i) + io::template load<V>(r + i));
-    for (; i < job.cols; ++i) io::store1(h + i, io::load1(x + i) + io::load1(r + i));
+    for (; i + W <= job.cols; i += W) {
+      V s = io::template load<V>(x + i) + io::template load<V>(r + i);
+      if constexpr (Bias) s = s + load<V>(bias + i);
+      io::store(h + i, s);
+    }
+    for (; i < job.cols; ++i) {
+      float s = io::load1(x + i) + io::load1(r + i);
+      if constexpr (Bias) s = s + bias[i];
+      io::store1(h + i, s);
+    }
   }
+}
+
+template <class V, class T>
+void add_rows(const add_rows_job& job) {
+  if (job.bias != nullptr)
+    add_rows_impl<V, true, T>(job);
+  else
+    add_rows_impl<V, false, T>(job);
 }

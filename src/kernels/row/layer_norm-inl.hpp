@@ -20,6 +20,7 @@ template <bool Shift>
 struct layer_norm_stats {
   static constexpr bool centered = true;
   static constexpr bool has_gamma = true, has_beta = true;  // the affine terms the op takes
+  static constexpr bool has_gate = false;
 
   /// V::size short rows: vector-lane moments, rstd in float lanes. between_rows() runs after
   /// each row's sums (see rows_moments_short_f32).
@@ -72,6 +73,7 @@ struct layer_norm_stats {
 /// The row-op interface of the kernel table (row/pieces-inl.hpp): LayerNorm's statistics for
 /// the plan's choice of mean (compensated or single float).
 struct layer_norm_op {
+  static constexpr bool scaled_outputs = true;  // 8-bit y (row/quantize-inl.hpp)
   template <class F>
   static void with_stats(const row_norm_config& cfg, F f) {
     if (cfg.compensated_mean)

@@ -18,7 +18,7 @@
 template <int P>
 struct lp_norm_stats {
   static constexpr bool centered = false;
-  static constexpr bool has_gamma = false, has_beta = false;
+  static constexpr bool has_gamma = false, has_beta = false, has_gate = false;
 
   /// V::size short rows: the norms of all rows at once, rs in float lanes.
   template <class V, class TX>
@@ -67,6 +67,7 @@ struct lp_norm_stats {
 /// The row-op interface of the kernel table (row/pieces-inl.hpp), one per p.
 template <int P>
 struct lp_norm_op {
+  static constexpr bool scaled_outputs = false;
   template <class F>
   static void with_stats(const row_norm_config&, F f) {
     f(lp_norm_stats<P>{});

@@ -75,13 +75,60 @@ inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::si
                             blk.x_stride, blk.rows - first < count ? blk.rows - first : count, n);
 }
 
+/// silu(z) = z / (1 + exp(-z)), the gate of gated RMSNorm, in V's lanes: silu(-Inf) is NaN
+/// (-Inf / Inf, as PyTorch's F.silu), silu(+Inf) = +Inf, NaN stays NaN.
+template <class V>
+SIMDNORM_ALWAYS_INLINE V silu(const V& z) {
+  return z / (V(1.f) + exp(V(0.f) - z));
+}
+
+/// Lane 0 of v: scalar heads and tails compute one element with the vector operations on
+/// broadcast operands, so that an element's bits do not depend on where it falls in its row.
+template <class V>
+SIMDNORM_ALWAYS_INLINE float lane0(const V& v) {
+  alignas(64) float t[V::size];
+  v.store_unaligned(t);
+  return t[0];
+}
+
+/// The value the normalize pass writes for one element: t = (x - hi) * rs - lo_rs (Centered)
+/// or x * rs, then t * gamma + beta with the terms present, then t * silu(z) with Gate.
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate>
+SIMDNORM_ALWAYS_INLINE V row_value(const V& x, const V& hi, const V& rs, const V& lo, const V& g,
+                                   const V& b, const V& z) {
+  V t;
+  if constexpr (Centered)
+    t = fms(x - hi, rs, lo);
+  else
+    t = x * rs;
+  if constexpr (Gamma && Beta)
+    t = fma(t, g, b);
+  else if constexpr (Gamma)
+    t = t * g;
+  else if constexpr (Beta)
+    t = t + b;
+  if constexpr (Gate) t = t * silu(z);
+  return t;
+}
+
+/// row_value of element i of one row, on broadcast operands (heads and tails).
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+SIMDNORM_ALWAYS_INLINE float row_value1(const TX* x, const TX* z, const float* g, const float* b,
+                                        float hi, float rs, float lo, std::size_t i) {
+  return lane0(row_value<V, Centered, Gamma, Beta, Gate>(
+      V(io::load1(x + i)), V(hi), V(rs), V(lo), V(Gamma ? g[i] : 0.f), V(Beta ? b[i] : 0.f),
+      V(Gate ? io::load1(z + i) : 0.f)));
+}
+
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
-/// goes through the same operations whatever R is: grouping never changes a bit.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R, class TX,
-          class TY>
+/// goes through the same operations whatever R is: grouping never changes a bit. zs: the rows'
+/// gates (Gate), in x's type.
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, bool Stream, std::size_t R,
+          class TX, class TY>
 SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, const TX* const* xs,
-                                                   TY* const* ys, const row_consts& k,
-                                                   std::size_t first, row_prefetcher& pf_io) {
+                                                   const TX* const* zs, TY* const* ys,
+                                                   const row_consts& k, std::size_t first,
+                                                   row_prefetcher& pf_io) {
   constexpr std::size_t W = V::size;
   row_prefetcher pf = pf_io;  // a local copy stays in registers across the stores
   const std::size_t n = cfg.cols;
@@ -90,23 +137,18 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
   // Local copies of the row pointers: a vector store may alias anything, so pointers read
   // through xs / ys would be reloaded after every store (two extra loads per vector).
   const TX* xr[R];
+  const TX* zr[R];
   TY* yr[R];
   SIMDNORM_UNROLL
   for (std::size_t r = 0; r < R; ++r) {
     xr[r] = xs[r];
+    zr[r] = Gate ? zs[r] : nullptr;
     yr[r] = ys[r];
   }
   auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
     const std::size_t j = first + r;
-    const float x = io::load1(xr[r] + i);
-    float t = Centered ? fms1<V>(x - k.hi[j], k.rs[j], k.lo_rs[j]) : x * k.rs[j];
-    if constexpr (Gamma && Beta)
-      t = fma1<V>(t, g[i], b[i]);
-    else if constexpr (Gamma)
-      t = t * g[i];
-    else if constexpr (Beta)
-      t = t + b[i];
-    io::store1(yr[r] + i, t);
+    io::store1(yr[r] + i, row_value1<V, Centered, Gamma, Beta, Gate>(xr[r], zr[r], g, b, k.hi[j],
+                                                                     k.rs[j], k.lo_rs[j], i));
   };
   std::size_t i = 0;
   if constexpr (Stream) {
@@ -123,22 +165,14 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
     vlo[r] = V(k.lo_rs[first + r]);
   }
   for (; i + W <= n; i += W) {
-    V gv, bv;
+    V gv(0.f), bv(0.f);
     if constexpr (Gamma) gv = load<V>(g + i);
     if constexpr (Beta) bv = load<V>(b + i);
     SIMDNORM_UNROLL
     for (std::size_t r = 0; r < R; ++r) {
-      V t;
-      if constexpr (Centered)
-        t = fms(io::load<V>(xr[r] + i) - vhi[r], vrs[r], vlo[r]);
-      else
-        t = io::load<V>(xr[r] + i) * vrs[r];
-      if constexpr (Gamma && Beta)
-        t = fma(t, gv, bv);
-      else if constexpr (Gamma)
-        t = t * gv;
-      else if constexpr (Beta)
-        t = t + bv;
+      const V t =
+          row_value<V, Centered, Gamma, Beta, Gate>(io::load<V>(xr[r] + i), vhi[r], vrs[r], vlo[r],
+                                                    gv, bv, Gate ? io::load<V>(zr[r] + i) : V(0.f));
       if constexpr (Stream) {
         io::stream(yr[r] + i, t);
         pf.step(W);
@@ -155,39 +189,46 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
 }
 
 /// normalize_rows_inlined, left to the compiler to inline or call.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Stream, std::size_t R, class TX,
-          class TY>
-inline void normalize_rows(const row_norm_config& cfg, const TX* const* xs, TY* const* ys,
-                           const row_consts& k, std::size_t first, row_prefetcher& pf) {
-  normalize_rows_inlined<V, Centered, Gamma, Beta, Stream, R>(cfg, xs, ys, k, first, pf);
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, bool Stream, std::size_t R,
+          class TX, class TY>
+inline void normalize_rows(const row_norm_config& cfg, const TX* const* xs, const TX* const* zs,
+                           TY* const* ys, const row_consts& k, std::size_t first,
+                           row_prefetcher& pf) {
+  normalize_rows_inlined<V, Centered, Gamma, Beta, Gate, Stream, R>(cfg, xs, zs, ys, k, first, pf);
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Stream, class TX, class TY>
-inline void normalize_group(const row_norm_config& cfg, const TX* const* xs, TY* const* ys,
-                            const row_consts& k, std::size_t count, bool group,
+template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
+inline void normalize_group(const row_norm_config& cfg, const TX* const* xs, const TX* const* zs,
+                            TY* const* ys, const row_consts& k, std::size_t count, bool group,
                             row_prefetcher& pf) {
   constexpr bool kCentered = Stats::centered;
   std::size_t r = 0;
   if (group)
     for (; r + kRowGroup <= count; r += kRowGroup)
-      normalize_rows<V, kCentered, Gamma, Beta, Stream, kRowGroup>(cfg, xs + r, ys + r, k, r, pf);
+      normalize_rows<V, kCentered, Gamma, Beta, Gate, Stream, kRowGroup>(cfg, xs + r, zs + r,
+                                                                         ys + r, k, r, pf);
   for (; r < count; ++r)
-    normalize_rows<V, kCentered, Gamma, Beta, Stream, 1>(cfg, xs + r, ys + r, k, r, pf);
+    normalize_rows<V, kCentered, Gamma, Beta, Gate, Stream, 1>(cfg, xs + r, zs + r, ys + r, k, r,
+                                                               pf);
 }
 
-/// Points xs / ys at the `count` rows that start at row r0, then pads them to `padded`
-/// entries by repeating the last row.
+/// Points xs / ys (and zs at the gate rows, when there is a gate) at the `count` rows that
+/// start at row r0, then pads them to `padded` entries by repeating the last row.
 template <class TX, class TY>
 inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count, std::size_t padded,
-                       const TX** xs, TY** ys) {
+                       const TX** xs, TY** ys, const TX** zs = nullptr) {
   const TX* xr = static_cast<const TX*>(blk.x) + std::ptrdiff_t(r0) * blk.x_stride;
   TY* yr = static_cast<TY*>(blk.y) + std::ptrdiff_t(r0) * blk.y_stride;
+  const TX* zr = static_cast<const TX*>(blk.gate);
+  if (zr != nullptr) zr += std::ptrdiff_t(r0) * blk.x_stride;
   for (std::size_t r = 0; r < padded; ++r) {
     xs[r] = xr;
     ys[r] = yr;
+    if (zs != nullptr) zs[r] = zr;
     if (r + 1 < count) {
       xr += blk.x_stride;
       yr += blk.y_stride;
+      if (zr != nullptr) zr += blk.x_stride;
     }
   }
 }
@@ -224,18 +265,28 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
       Stats::template short_rows<V>(cfg, xs[g ^ 1], k[g ^ 1], none, [&]() SIMDNORM_LAMBDA_INLINE {
         if (++calls % kRowGroup == 0) {  // group g is full: only the last group can be partial
           const std::size_t b = calls - kRowGroup;
-          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, false, kRowGroup>(
-              cfg, xg + b, yg + b, kg, b, none);
+          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, false, false, kRowGroup>(
+              cfg, xg + b, xg + b, yg + b, kg, b, none);
         }
       });
       count = next;
     } else {
-      normalize_group<V, Stats, Gamma, Beta, false>(cfg, xs[g], ys[g], k[g], count, true, none);
+      normalize_group<V, Stats, Gamma, Beta, false, false>(cfg, xs[g], xs[g], ys[g], k[g], count,
+                                                           true, none);
     }
   }
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Stream, class TX, class TY>
+// 8-bit outputs and the amax side output (row/quantize-inl.hpp).
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX, class TY>
+void quantize_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
+                   const TX* const* zs, TY* const* ys, const row_consts& k, std::size_t r0,
+                   std::size_t count);
+template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+void amax_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
+               const TX* const* zs, const row_consts& k, std::size_t r0, std::size_t count);
+
+template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
 void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
   static_assert(W <= row_consts::capacity && kRowGroup <= row_consts::capacity);
@@ -248,17 +299,19 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
   const bool rows_together =
       group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
-  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Stream)
-    if (short_rows && n % W == 0) {
+  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Gate && !Stream &&
+                !is_8bit<TY>)
+    if (short_rows && n % W == 0 && blk.amax == nullptr) {
       short_rows_overlapped<V, Stats, Gamma, Beta, TX, TY>(cfg, blk);
       return;
     }
   for (std::size_t r0 = 0; r0 < blk.rows; r0 += step) {
     const std::size_t count = blk.rows - r0 < step ? blk.rows - r0 : step;
     const TX* xs[W > kRowGroup ? W : kRowGroup];
+    const TX* zs[W > kRowGroup ? W : kRowGroup];
     TY* ys[W > kRowGroup ? W : kRowGroup];
     row_consts k;
-    point_rows(blk, r0, count, short_rows ? W : count, xs, ys);
+    point_rows(blk, r0, count, short_rows ? W : count, xs, ys, Gate ? zs : nullptr);
     // Prefetch two short-row groups ahead (they are small), one long-row group ahead.
     row_prefetcher pf =
         Stream ? next_rows<TX>(blk, r0 + (short_rows ? 2 : 1) * step, step, n) : row_prefetcher{};
@@ -272,43 +325,58 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
       if (blk.mean) blk.mean[r0 + r] = k.hi[r];
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
-    normalize_group<V, Stats, Gamma, Beta, Stream>(cfg, xs, ys, k, count, rows_together, pf);
+    constexpr bool kCentered = Stats::centered;
+    if constexpr (is_8bit<TY>) {
+      quantize_rows<V, kCentered, Gamma, Beta, Gate>(cfg, blk, xs, zs, ys, k, r0, count);
+      continue;
+    }
+    if (blk.amax != nullptr)
+      amax_rows<V, kCentered, Gamma, Beta, Gate>(cfg, blk, xs, zs, k, r0, count);
+    normalize_group<V, Stats, Gamma, Beta, Gate, Stream>(cfg, xs, zs, ys, k, count, rows_together,
+                                                         pf);
   }
   if constexpr (Stream) stream_fence();
 }
 
-/// Calls f(G, B, S), std::bool_constant arguments, for the affine terms present (gamma, beta)
-/// and the store kind (S: streaming), among those the op can have (Stats::has_gamma, has_beta;
-/// the plan refuses the others): each is its own instantiation. Streaming stores are only
-/// asked for float outputs.
+/// Calls f(G, B, Z, S), std::bool_constant arguments, for the affine terms present (gamma,
+/// beta), the gate (Z) and the store kind (S: streaming), among those the op can have
+/// (Stats::has_gamma, has_beta, has_gate; the plan refuses the others): each is its own
+/// instantiation. Streaming stores are only asked for float outputs.
 template <class Stats, class TY, class F>
-inline void with_row_variant(const row_norm_config& cfg, F f) {
-  constexpr bool G = Stats::has_gamma, B = Stats::has_beta;
-  const auto stores = [&](auto gamma, auto beta) {
+inline void with_row_variant(const row_norm_config& cfg, const row_block& blk, F f) {
+  constexpr bool G = Stats::has_gamma, B = Stats::has_beta, Z = Stats::has_gate;
+  const auto stores = [&](auto gamma, auto beta, auto gate) {
     if constexpr (std::is_same_v<TY, float>)
-      if (cfg.stream) return f(gamma, beta, std::true_type{});
-    f(gamma, beta, std::false_type{});
+      if (cfg.stream) return f(gamma, beta, gate, std::true_type{});
+    f(gamma, beta, gate, std::false_type{});
+  };
+  const auto gated = [&](auto gamma, auto beta) {
+    if (Z && blk.gate != nullptr)
+      stores(gamma, beta, std::bool_constant<Z>{});
+    else
+      stores(gamma, beta, std::false_type{});
   };
   const bool g = G && cfg.gamma != nullptr, b = B && cfg.beta != nullptr;
   if (g && b)
-    stores(std::bool_constant<G>{}, std::bool_constant<B>{});
+    gated(std::bool_constant<G>{}, std::bool_constant<B>{});
   else if (g)
-    stores(std::bool_constant<G>{}, std::false_type{});
+    gated(std::bool_constant<G>{}, std::false_type{});
   else if (b)
-    stores(std::false_type{}, std::bool_constant<B>{});
+    gated(std::false_type{}, std::bool_constant<B>{});
   else
-    stores(std::false_type{}, std::false_type{});
+    gated(std::false_type{}, std::false_type{});
 }
 
 /// Entry point (kernel_table::row_op_kernels::rows) of a row op (layer_norm_op, rms_norm_op,
-/// lp_norm_op): x holds TX and y TY elements (float, bf16_t, f16_t).
+/// lp_norm_op): x holds TX and y TY elements (float, bf16_t, f16_t; LayerNorm and RMSNorm also
+/// the 8-bit i8_t, f8e4m3fn_t).
 template <class V, class Op, class TX, class TY>
 void row_norm_rows(const row_norm_config& cfg, const row_block& blk) {
   Op::with_stats(cfg, [&](auto stats) {
     using Stats = decltype(stats);
-    with_row_variant<Stats, TY>(cfg, [&](auto g, auto b, auto s) {
-      row_norm_rows_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(s)::value, TX,
-                         TY>(cfg, blk);
+    with_row_variant<Stats, TY>(cfg, blk, [&](auto g, auto b, auto z, auto s) {
+      row_norm_rows_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(z)::value,
+                         decltype(s)::value, TX, TY>(cfg, blk);
     });
   });
 }

@@ -51,16 +51,17 @@ moments_f64 row_fold(const row_norm_config& cfg, const moments_f64* pieces) {
   return row;
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Stream, class TX, class TY>
+template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
 void row_apply_impl(const row_norm_config& cfg, const row_block& blk, const row_totals* totals) {
   const bool group =
       !Stream || (std::size_t(blk.y_stride) * sizeof(TY)) % stream_alignment<V>() == 0;
   for (std::size_t r0 = 0; r0 < blk.rows; r0 += kRowGroup) {
     const std::size_t count = blk.rows - r0 < kRowGroup ? blk.rows - r0 : kRowGroup;
     const TX* xs[kRowGroup];
+    const TX* zs[kRowGroup];
     TY* ys[kRowGroup];
     row_consts k;
-    point_rows(blk, r0, count, count, xs, ys);
+    point_rows(blk, r0, count, count, xs, ys, Gate ? zs : nullptr);
     for (std::size_t r = 0; r < count; ++r) {
       const row_totals& t = totals[r0 + r];
       Stats::finish(cfg, 1.0 / t.count, t.m, k, r);
@@ -68,7 +69,7 @@ void row_apply_impl(const row_norm_config& cfg, const row_block& blk, const row_
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
     row_prefetcher none;
-    normalize_group<V, Stats, Gamma, Beta, Stream>(cfg, xs, ys, k, count, group, none);
+    normalize_group<V, Stats, Gamma, Beta, Gate, Stream>(cfg, xs, zs, ys, k, count, group, none);
   }
   if constexpr (Stream) stream_fence();
 }
@@ -80,9 +81,9 @@ template <class V, class Op, class TX, class TY>
 void row_apply(const row_norm_config& cfg, const row_block& blk, const row_totals* totals) {
   Op::with_stats(cfg, [&](auto stats) {
     using Stats = decltype(stats);
-    with_row_variant<Stats, TY>(cfg, [&](auto g, auto b, auto s) {
-      row_apply_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(s)::value, TX, TY>(
-          cfg, blk, totals);
+    with_row_variant<Stats, TY>(cfg, blk, [&](auto g, auto b, auto z, auto s) {
+      row_apply_impl<V, Stats, decltype(g)::value, decltype(b)::value, decltype(z)::value,
+                     decltype(s)::value, TX, TY>(cfg, blk, totals);
     });
   });
 }

@@ -1,7 +1,9 @@
 // rms_norm_op: RMSNorm over rows of a 2-D view [rows, cols] with row strides.
 //
 // Formula: y = x * rstd * gamma, rstd = 1 / sqrt(sum(x^2) / cols + eps), gamma optional
-//   (beta is rejected by the plan). Two multiplies per element.
+//   (beta is rejected by the plan). Two multiplies per element. Gated RMSNorm (row_block::gate)
+//   then multiplies by silu(gate) = gate / (1 + exp(-gate)) in the normalize pass
+//   (row_value in row/normalize-inl.hpp), still rounding y once.
 // Layout, passes, traffic, grouping: row/normalize-inl.hpp (one statistics pass, one
 //   normalize pass from cache: 8 bytes of memory traffic per element).
 // Numerics: the sum of squares has no cancellation: float accumulators per kMomentChunk
@@ -16,6 +18,7 @@
 struct rms_norm_stats {
   static constexpr bool centered = false;
   static constexpr bool has_gamma = true, has_beta = false;
+  static constexpr bool has_gate = true;  // gated RMSNorm: y * silu(gate)
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
   template <class V, class TX>
@@ -53,6 +56,7 @@ struct rms_norm_stats {
 
 /// The row-op interface of the kernel table (row/pieces-inl.hpp).
 struct rms_norm_op {
+  static constexpr bool scaled_outputs = true;  // 8-bit y (row/quantize-inl.hpp)
   template <class F>
   static void with_stats(const row_norm_config&, F f) {
     f(rms_norm_stats{});

@@ -79,4 +79,37 @@ struct f16_hardware<16> {
 };
 #endif
 
+// The low byte of each 32-bit lane: masked to 0..255, so that the saturating packs keep it.
+template <>
+struct u8_lanes<4> {
+  static constexpr bool available = true;
+  static void narrow(std::uint8_t* p, __m128i v) {
+    const __m128i w = _mm_packs_epi32(_mm_and_si128(v, _mm_set1_epi32(0xff)), _mm_setzero_si128());
+    const int bytes = _mm_cvtsi128_si32(_mm_packus_epi16(w, w));
+    __builtin_memcpy(p, &bytes, 4);
+  }
+};
+
+#if defined(__AVX2__)
+template <>
+struct u8_lanes<8> {
+  static constexpr bool available = true;
+  static void narrow(std::uint8_t* p, __m256i v) {
+    const __m256i m = _mm256_and_si256(v, _mm256_set1_epi32(0xff));
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(w, w));
+  }
+};
+#endif
+
+#if defined(__AVX512F__)
+template <>
+struct u8_lanes<16> {
+  static constexpr bool available = true;
+  static void narrow(std::uint8_t* p, __m512i v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  }
+};
+#endif
+
 #endif  // __SSE2__

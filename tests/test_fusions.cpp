@@ -1,0 +1,203 @@
+// The transformer-block fusions of the row ops beyond the residual add (test_residual.cpp):
+// gated RMSNorm (norm_args::gate) against a float64 reference, alone and after a residual add,
+// in place over the gate, padded rows, every type and ISA; non-finite gates; the errors.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reference.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+using simdnorm::dtype;
+using simdnorm::tensor_desc;
+using test::typed;
+
+double silu(double z) { return z / (1.0 + std::exp(-z)); }
+
+/// Unit roundoff of a stored type.
+double unit_roundoff(dtype t) {
+  return t == dtype::f32 ? 0x1p-24 : t == dtype::bf16 ? 0x1p-8 : 0x1p-11;
+}
+
+/// Compares y with a float64 want where both are finite (within tol), and their classes
+/// (NaN, +-Inf) where want is not.
+void expect_close(test::failures& bad, double got, double want, double tol, std::size_t row,
+                  std::size_t col) {
+  const bool ok = std::isfinite(want) ? std::fabs(got - want) <= tol
+                  : std::isnan(want)  ? std::isnan(got)
+                                      : got == want;
+  bad.expect(ok, [&] {
+    return "row " + std::to_string(row) + " col " + std::to_string(col) + ": got " +
+           std::to_string(got) + " want " + std::to_string(want);
+  });
+}
+
+struct gated_case {
+  dtype t = dtype::f32;
+  std::size_t rows = 5, cols = 16, pad = 0;
+  bool residual = false;  ///< h = x + residual first (stored over the residual)
+  bool y_over_gate = false;
+  bool gamma = true;
+};
+
+/// y = rms_norm(h) * gamma * silu(gate) against float64 of h as stored.
+void check_gated(const gated_case& c, std::uint32_t seed, simdnorm::isa active,
+                 const std::vector<float>* gate_values = nullptr) {
+  CAPTURE(std::string(simdnorm::dtype_name(c.t)));
+  CAPTURE(c.cols);
+  CAPTURE(c.residual);
+  CAPTURE(c.y_over_gate);
+  const std::size_t stride = c.cols + c.pad, n = c.rows * stride;
+  std::vector<float> xv(n), rv(n), zv(n), g(c.cols);
+  test::fill_normal(xv.data(), n, seed, 0.0, 1.0);
+  test::fill_normal(rv.data(), n, seed + 1, 0.5, 2.0);
+  test::fill_normal(zv.data(), n, seed + 2, 0.0, 3.0);
+  test::fill_normal(g.data(), c.cols, seed + 3, 1.0, 0.5);
+  if (gate_values != nullptr) zv = *gate_values;
+  typed x(c.t, n), r(c.t, n), z(c.t, n), y(c.t, n);
+  x.set(xv);
+  r.set(rv);
+  z.set(zv);
+  y.set(std::vector<float>(n, 7.f));
+  const std::vector<float> x0 = x.get(n), r0 = r.get(n), z0 = z.get(n);
+  std::vector<float> h0 = x0;
+  if (c.residual) {
+    std::vector<float> sum(n);
+    for (std::size_t i = 0; i < n; ++i) sum[i] = x0[i] + r0[i];
+    typed hw(c.t, n);
+    hw.set(sum);
+    h0 = hw.get(n);
+  }
+  tensor_desc d = tensor_desc::contiguous({std::int64_t(c.rows), std::int64_t(c.cols)}, c.t);
+  d.strides[0] = std::int64_t(stride);
+  simdnorm::plan p;
+  REQUIRE(simdnorm::plan::rms_norm(d, d, {1, 1e-6f}, &p).ok());
+  REQUIRE(p.kernel_isa() == active);
+  simdnorm::norm_args a;
+  a.x = x.data();
+  a.gate = z.data();
+  a.gamma = c.gamma ? g.data() : nullptr;
+  a.y = c.y_over_gate ? z.data() : y.data();
+  if (c.residual) {
+    a.residual = r.data();
+    a.residual_out = r.data();
+  }
+  const simdnorm::status s = p.execute(a);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  const std::vector<float> got = c.y_over_gate ? z.get(n) : y.get(n);
+  const double uo = unit_roundoff(c.t);
+  const double depth = ref::accumulation_depth(c.cols, test::lanes(active));
+  test::failures bad;
+  std::vector<double> want(c.cols);
+  for (std::size_t k = 0; k < c.rows; ++k) {
+    const float* hr = h0.data() + k * stride;
+    ref::rms_norm_row(hr, c.cols, c.gamma ? g.data() : nullptr, 1e-6, want.data());
+    for (std::size_t i = 0; i < c.cols; ++i) {
+      const double w = want[i] * silu(z0[k * stride + i]);
+      // the RMSNorm bound of test_residual.cpp, plus exp, 1 + e, the division and the product
+      const double f32_bound = (depth / 2 + 10) * ref::u32 * std::fabs(w);
+      expect_close(bad, got[k * stride + i], w, f32_bound * (1 + uo) + uo * std::fabs(w) + 1e-7, k,
+                   i);
+    }
+  }
+  CHECK_MESSAGE(bad.none(), bad.report());
+  for (typed* buf : {&x, &r, &z, &y}) CHECK(buf->raw.guards_intact());
+}
+
+}  // namespace
+
+TEST_CASE("gated rms_norm: y = rms_norm(x) * gamma * silu(gate), every ISA") {
+  test::for_each_isa([](simdnorm::isa i) {
+    std::uint32_t seed = 1;
+    for (std::size_t cols : {1, 7, 16, 33, 256, 1000, 20000}) {
+      gated_case c;
+      c.cols = cols;
+      c.pad = cols % 3;
+      for (int variant = 0; variant < 4; ++variant) {
+        c.residual = variant & 1;
+        c.y_over_gate = variant & 2;
+        c.gamma = cols != 33;
+        check_gated(c, seed += 4, i);
+      }
+    }
+  });
+}
+
+TEST_CASE("gated rms_norm: bf16 and f16, every ISA" * doctest::skip(!test::all_dtypes)) {
+  test::for_each_isa([](simdnorm::isa i) {
+    std::uint32_t seed = 100;
+    for (dtype t : {dtype::bf16, dtype::f16})
+      for (std::size_t cols : {7, 64, 300})
+        for (bool residual : {false, true}) {
+          gated_case c;
+          c.t = t;
+          c.cols = cols;
+          c.residual = residual;
+          check_gated(c, seed += 4, i);
+        }
+  });
+}
+
+TEST_CASE("gated rms_norm: non-finite and extreme gates stay in their element") {
+  test::for_each_isa([](simdnorm::isa i) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> specials = {inf, -inf, nan, -100.f, 100.f, -0.f, 0.f, 88.f, -88.f};
+    for (std::size_t cols : {9, 40}) {
+      gated_case c;
+      c.rows = 3;
+      c.cols = cols;
+      std::vector<float> z(c.rows * cols);
+      for (std::size_t k = 0; k < z.size(); ++k) z[k] = specials[k % specials.size()];
+      check_gated(c, 7, i, &z);
+    }
+  });
+}
+
+TEST_CASE("gated rms_norm: errors write nothing") {
+  const std::size_t n = 32;
+  std::vector<float> x(n, 1.f), r(n, 2.f), h(n, 7.f), y(n, 7.f), z(n, 0.5f);
+  const tensor_desc d = tensor_desc::contiguous({4, 8});
+  struct row {
+    const char* what;
+    int op;  // 0 rms_norm, 1 layer_norm, 2 lp_norm
+    void (*mutate)(simdnorm::norm_args&, float* z, float* h, float* y);
+    const char* message;
+  } rows[] = {
+      {"gate on layer_norm", 1, [](simdnorm::norm_args&, float*, float*, float*) {},
+       "layer_norm has no gate"},
+      {"gate on lp_norm", 2, [](simdnorm::norm_args&, float*, float*, float*) {},
+       "lp_norm has no gate"},
+      {"gate over h", 0,
+       [](simdnorm::norm_args& a, float*, float* h, float*) {
+         a.residual = a.x;  // h = x + x over h: the gate may not overlap h
+         a.residual_out = h;
+         a.gate = h + 4;
+       },
+       "args.gate and args.residual_out"},
+      {"y partly over the gate", 0,
+       [](simdnorm::norm_args& a, float* z, float*, float*) { a.y = z + 1; },
+       "args.y and args.gate"},
+  };
+  for (const row& c : rows) {
+    CAPTURE(std::string(c.what));
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.gate = z.data();
+    a.y = y.data();
+    c.mutate(a, z.data(), h.data(), y.data());
+    const simdnorm::status s = c.op == 0   ? simdnorm::rms_norm(d, d, {}, a)
+                               : c.op == 1 ? simdnorm::layer_norm(d, d, {}, a)
+                                           : simdnorm::lp_norm(d, d, {}, a);
+    CHECK(s.code() == simdnorm::status_code::invalid_argument);
+    CHECK_MESSAGE(std::string(s.message()).find(c.message) != std::string::npos, s.message());
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(h[i] == 7.f);
+    CHECK(y[i] == 7.f);
+    CHECK(z[i] == 0.5f);
+  }
+}
