@@ -238,7 +238,8 @@ status convert(const simdnorm_mean_variance_norm_params* p,
   for (int i = 0; i < SIMDNORM_MAX_DIMS; ++i) q->axes[i] = p->axes[i];
   q->eps = p->eps;
   q->stores = simdnorm::store_policy(raw(p->stores));
-  return check_enum(raw(p->stores), SIMDNORM_STORES_STREAMING, "stores");
+  q->stage = simdnorm::stats_stage(raw(p->stage));
+  return check_stores_and_stage(p);
 }
 
 // A host pool given as C callbacks, seen by the C++ plan as an executor.
@@ -473,6 +474,7 @@ simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(vo
   for (int i = 0; i < SIMDNORM_MAX_DIMS; ++i) c.axes[i] = d.axes[i];
   c.eps = d.eps;
   c.stores = simdnorm_store_policy(d.stores);
+  c.stage = simdnorm_stats_stage(d.stage);
   return c;
 }
 

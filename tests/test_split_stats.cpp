@@ -558,6 +558,63 @@ TEST_CASE("split statistics: GroupNorm with the spatial dims split (every ISA)")
   });
 }
 
+TEST_CASE("split statistics: MeanVarianceNormalization with the batch split (every ISA)") {
+  // ONNX's default axes {0, 2, 3}: one record per channel, the batch cut in two parts.
+  const std::size_t N = 5, C = 4, S = 30;
+  std::vector<float> x(N * C * S);
+  test::fill_normal(x.data(), x.size(), 23, 2.0, 1.5);
+  test::for_each_isa([&](isa active) {
+    simdnorm::mean_variance_norm_params prm;  // axes {0, 2, 3}
+    const auto desc = [&](std::size_t n) {
+      return tensor_desc::contiguous({std::int64_t(n), std::int64_t(C), 5, 6});
+    };
+    // Returns y for the batch cut at `cuts`.
+    const auto staged_mvn = [&](const std::vector<std::size_t>& cuts) {
+      const std::size_t parts = cuts.size() - 1;
+      std::vector<moments> records(parts * C), merged(C);
+      std::vector<float> y(x.size(), 7.25f);
+      for (stats_stage stage : {stats_stage::moments, stats_stage::apply}) {
+        if (stage == stats_stage::apply)
+          REQUIRE(simdnorm::merge_moments(records.data(), parts, C, merged.data()).ok());
+        for (std::size_t k = 0; k < parts; ++k) {
+          prm.stage = stage;
+          simdnorm::plan p;
+          const tensor_desc d = desc(cuts[k + 1] - cuts[k]);
+          REQUIRE(simdnorm::plan::mean_variance_norm(d, d, prm, &p).ok());
+          simdnorm::norm_args a;
+          a.x = x.data() + cuts[k] * C * S;
+          a.y = y.data() + cuts[k] * C * S;
+          a.moments_out = records.data() + k * C;
+          a.moments_in = merged.data();
+          REQUIRE(p.execute(a).ok());
+        }
+      }
+      return y;
+    };
+    prm.stage = stats_stage::full;
+    std::vector<float> direct(x.size());
+    simdnorm::norm_args a;
+    a.x = x.data();
+    a.y = direct.data();
+    REQUIRE(simdnorm::mean_variance_norm(desc(N), desc(N), prm, a).ok());
+    CHECK(staged_mvn({0, N}) == direct);
+    const std::vector<float> y = staged_mvn({0, 2, N});
+    const double d = chref::depth(N * S, test::lanes(active), S);
+    test::failures bad;
+    for (std::size_t c = 0; c < C; ++c) {
+      const chref::unit_ref st = chref::stats(chref::channel_values(x.data(), N, C, S, c));
+      for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t i = 0; i < S; ++i) {
+          const std::size_t at = (n * C + c) * S + i;
+          const double want = (x[at] - st.mean) / (std::sqrt(st.var) + 1e-9);
+          bad.expect(std::fabs(y[at] - want) <= chref::centered_bound(d, st, 0, x[at], 1, 0, want),
+                     [&] { return "element " + std::to_string(at); });
+        }
+    }
+    CHECK_MESSAGE(bad.none(), bad.report());
+  });
+}
+
 TEST_CASE("split statistics: channel ops refuse bad records and stages, writing nothing") {
   const auto d = tensor_desc::contiguous({4, 3, 5});
   std::vector<float> x(60, 1.f), y(60, 7.25f), rm(3, 0.5f), rv(3, 2.f);

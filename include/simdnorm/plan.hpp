@@ -41,13 +41,13 @@ enum class store_policy : int {
 };
 
 /// Which part of a norm a plan runs (split statistics), for the ops with statistics: the row
-/// ops, BatchNorm training, GroupNorm and InstanceNorm. A norm whose data lives in parts on
-/// several processes (tensor parallelism shards the hidden dim; SyncBatchNorm splits the
-/// batch) runs in three steps: each process makes the `moments` of its part of every row (or
-/// statistics group: a BatchNorm channel, a GroupNorm (n, group)), the records are gathered
-/// (MPI_Allgather, say) and merged in a fixed order (merge_moments), and each process runs
-/// `apply` on its part with the merged records. The one-call plan (`full`) runs the same
-/// kernels: its results are bitwise those of moments, a merge of that one part and apply,
+/// ops, BatchNorm training, GroupNorm, InstanceNorm and MeanVarianceNormalization. A norm whose
+/// data lives in parts on several processes (tensor parallelism shards the hidden dim;
+/// SyncBatchNorm splits the batch) runs in three steps: each process makes the `moments` of its
+/// part of every row (or statistics group: a BatchNorm channel, a GroupNorm (n, group)), the
+/// records are gathered (MPI_Allgather, say) and merged in a fixed order (merge_moments), and each
+/// process runs `apply` on its part with the merged records. The one-call plan (`full`) runs the
+/// same kernels: its results are bitwise those of moments, a merge of that one part and apply,
 /// except for rows of at most 256 elements, whose float-lane statistics in `full` agree with
 /// the staged path within the error bound (docs/numerics.md).
 enum class stats_stage : int {
@@ -265,6 +265,7 @@ struct mean_variance_norm_params {
   int axes[max_dims] = {0, 2, 3};  ///< distinct, each in [-ndim, ndim)
   float eps = 1e-9f;               ///< finite and >= 0; added to sqrt(var)
   store_policy stores = store_policy::automatic;
+  stats_stage stage = stats_stage::full;  ///< split statistics: one record per kept index
 };
 
 /// Pointers for one run. Shapes and strides live in the plan; these must match them.

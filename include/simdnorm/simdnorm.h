@@ -269,6 +269,7 @@ typedef struct simdnorm_mean_variance_norm_params {
   int32_t axes[SIMDNORM_MAX_DIMS]; /**< distinct, each in [-ndim, ndim); default {0, 2, 3} */
   float eps;                       /**< added to sqrt(var); default 1e-9 */
   simdnorm_store_policy stores;
+  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_mean_variance_norm_params;
 
 /** Pointers for one run of a plan (see simdnorm::norm_args). Zero-initialize it and set what

@@ -11,6 +11,7 @@ status make_mvn(const tensor_desc& x, const tensor_desc& y, const mean_variance_
   const char* name = "mean_variance_norm";
   status s = common_checks(x, y, mp.eps, mp.stores, 1, name, out);
   if (!s) return s;
+  if (!(s = check_stage(mp.stage, name))) return s;
   if (mp.num_axes < 1 || mp.num_axes > x.ndim)
     return status::error(status_code::invalid_argument,
                          "mean_variance_norm: num_axes=%d must be in [1, ndim=%d]", mp.num_axes,
@@ -31,6 +32,7 @@ status make_mvn(const tensor_desc& x, const tensor_desc& y, const mean_variance_
   auto p = new_plan(ch_op::mean_variance_norm, &s);
   if (!p) return s;
   p->eps = mp.eps;
+  p->stage = mp.stage;
   p->stream = streaming(mp.stores, x);
   int kd[max_dims], nk = 0;
   std::int64_t kept = 1;
