@@ -6,29 +6,40 @@
 // zero, negative or huge size), x and y strides (dense, padded, permuted, channels-last, zero,
 // overlapping, huge, arbitrary), x / y aliasing (disjoint, in place, in place with other strides,
 // partial overlap, adjacent), the op's parameters (eps NaN / Inf / negative / 0 / subnormal,
-// axes, groups, momentum, enum values out of range), optional gamma / beta / mean / rstd /
-// running statistics, an ISA among the runnable ones, a way to execute (default executor, a
-// host pool callback with its own partition, plan_run task by task, one-shot), and the float
-// data itself (raw bits, so NaN, Inf, huge and subnormal values occur).
+// axes, groups, momentum, enum values out of range), the split-statistics stage (full,
+// moments, apply, or a value that is not a stage), optional gamma / beta / mean / rstd /
+// running statistics / moments records (exact ones, or corrupted), an ISA among the runnable
+// ones, a way to execute (default executor, a host pool callback with its own partition,
+// plan_run task by task, one-shot), and the float data itself (raw bits, so NaN, Inf, huge and
+// subnormal values occur). Some inputs also merge random moments records
+// (simdnorm_merge_moments).
 //
 // What it checks (a failed check traps, so libFuzzer reports the input):
 //   1. Every call that fails returns a real status, sets a non-empty message, leaves *out NULL
 //      and writes nothing: every buffer (x, y with its padding, mean, rstd, running statistics,
-//      the batch counter, gamma, beta) stays bit-identical. Inputs the documented rules forbid
-//      (bad rank, sizes, eps, enums, axes, groups; y elements that overlap; a partial x/y
-//      overlap; pointers an op does not take) must fail; simple valid layouts (dense, padded
-//      rows, channels-last) must be accepted.
+//      the batch counter, gamma, beta, moments records) stays bit-identical. Inputs the
+//      documented rules forbid (bad rank, sizes, eps, enums, axes, groups, stages; y elements
+//      that overlap; a partial x/y overlap; pointers an op does not take; missing or bad
+//      moments records) must fail; simple valid layouts (dense, padded rows, channels-last)
+//      must be accepted.
 //   2. An accepted plan executes successfully with valid arguments, reports the documented
 //      rows / row_length, and gives bit-identical results on every execution path.
 //   3. Outputs match the float64 reference of fuzz_reference.hpp within its derived bound (y,
 //      mean, rstd, running statistics, the batch counter); units with non-finite inputs are
-//      not value-checked, which makes the check of the other units a confinement check.
+//      not value-checked, which makes the check of the other units a confinement check. The
+//      moments stage's records have the exact count and the op's kind, and their mean and m2
+//      match the float64 statistics; the apply stage, given those statistics exactly, meets
+//      the bounds of the one-call outputs.
 //   4. Nothing outside y's elements is written: buffers are allocated with the exact size the
 //      descriptors address (AddressSanitizer catches any access past them) and every element
-//      that is not part of y (padding, x when not in place) is compared with a snapshot.
+//      that is not part of y (padding, x when not in place) is compared with a snapshot. The
+//      moments stage writes its records and nothing else (y untouched).
+//   5. simdnorm_merge_moments refuses bad records and writes nothing then; on good ones the
+//      counts add exactly and the fold matches a two-pass reference in long double.
 #include <stdlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -107,6 +118,13 @@ void set_enum(E* field, std::int32_t v) {
   std::memcpy(field, &v, sizeof v);
 }
 
+template <class E>
+std::int32_t get_enum(const E& field) {
+  std::int32_t v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
 std::int64_t wrap_mul(std::int64_t a, std::int64_t b) {
   return std::int64_t(std::uint64_t(a) * std::uint64_t(b));
 }
@@ -163,6 +181,17 @@ float decode_eps(std::uint8_t code, const std::uint8_t* raw, float dflt) {
 std::int32_t decode_enum(std::uint8_t code, int valid_count) {
   constexpr std::int32_t kOdd[6] = {-1, 2, 3, kI32Max, kI32Min, 0x40000000};
   return code < 240 ? std::int32_t(code % valid_count) : kOdd[(code - 240) % 6];
+}
+
+enum stage_id : std::int32_t { kFull = 0, kMoments = 1, kApply = 2 };
+
+/// The stats_stage byte: full half the time, moments and apply a quarter each; from 240 on
+/// values that are not a simdnorm_stats_stage (plan creation must refuse them).
+std::int32_t decode_stage(std::uint8_t code) {
+  constexpr std::int32_t kStages[8] = {kFull,    kFull,    kFull,  kFull,
+                                       kMoments, kMoments, kApply, kApply};
+  constexpr std::int32_t kOdd[6] = {-1, 3, 4, kI32Max, kI32Min, 0x40000000};
+  return code < 240 ? kStages[code % 8] : kOdd[(code - 240) % 6];
 }
 
 // Dense row-major strides with wrapping arithmetic (invalid sizes are the library's to refuse).
@@ -251,7 +280,12 @@ struct buffer {
   void restore() {
     if (total) std::memcpy(base, snap.data(), total * sizeof(float));
   }
+  /// A buffer of `n` moments records (8 floats of storage each, 64-byte aligned).
+  void alloc_records(std::size_t n, std::uint32_t salt) { alloc(n * kRecordFloats, 0, salt); }
+  simdnorm_moments* records() const { return reinterpret_cast<simdnorm_moments*>(data); }
+  static constexpr std::size_t kRecordFloats = sizeof(simdnorm_moments) / sizeof(float);
 };
+static_assert(sizeof(simdnorm_moments) == 32, "a moments record is 32 bytes");
 
 // ---- The decoded case ---------------------------------------------------------------------------
 
@@ -268,6 +302,7 @@ struct fuzz_case {
   simdnorm_instance_norm_params in{};
   simdnorm_mean_variance_norm_params mvn{};
   std::int32_t stores = 0, layout = 0, convention = 0;
+  std::int32_t stage = kFull;  ///< raw stats_stage (kFull for MVN, which has none)
   float eps = 0;
   bool null_params = false;
   // BatchNorm inference parameter arrays
@@ -487,22 +522,30 @@ struct arena {
   bool shared = false;
   std::size_t x_at = 0, y_at = 0;
   buffer gamma, beta, mean, rstd, run_mean, run_var;
+  buffer moments_out, moments_in;  // records (buffer::records)
   std::int64_t counter = 0, counter_snap = 0;
   bool has_counter = false;
   float* y() { return (shared ? xbuf.data : ybuf.data) + y_at; }
   buffer& ybuffer() { return shared ? xbuf : ybuf; }
+  /// Every buffer; the buffers a call may write (x's: where y shares it).
+  std::array<buffer*, 10> all() {
+    return {&xbuf, &ybuf,     &gamma,   &beta,        &mean,
+            &rstd, &run_mean, &run_var, &moments_out, &moments_in};
+  }
+  std::array<buffer*, 7> outputs() {
+    return {&xbuf, &ybuf, &mean, &rstd, &run_mean, &run_var, &moments_out};
+  }
   void snapshot_all() {
-    for (buffer* b : {&xbuf, &ybuf, &gamma, &beta, &mean, &rstd, &run_mean, &run_var})
-      b->take_snapshot();
+    for (buffer* b : all()) b->take_snapshot();
     counter_snap = counter;
   }
-  bool all_unchanged() const {
-    for (const buffer* b : {&xbuf, &ybuf, &gamma, &beta, &mean, &rstd, &run_mean, &run_var})
+  bool all_unchanged() {
+    for (const buffer* b : all())
       if (!b->unchanged()) return false;
     return counter == counter_snap;
   }
   void restore_all() {
-    for (buffer* b : {&xbuf, &ybuf, &gamma, &beta, &mean, &rstd, &run_mean, &run_var}) b->restore();
+    for (buffer* b : all()) b->restore();
     counter = counter_snap;
   }
 };
@@ -516,11 +559,238 @@ struct op_shape {
   bool takes_beta = false, takes_mean = false, takes_rstd = false;
 };
 
+// ---- simdnorm_merge_moments ---------------------------------------------------------------------
+
+/// The documented rules of simdnorm_merge_moments: pointers and parts when n > 0, one kind per
+/// index (part 0's), counts >= 1 whose sum fits in int64.
+bool merge_valid(const simdnorm_moments* parts, std::size_t num_parts, std::size_t n,
+                 const simdnorm_moments* out) {
+  if (n == 0) return true;
+  if (parts == nullptr || out == nullptr || num_parts == 0) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t total = 0;
+    for (std::size_t p = 0; p < num_parts; ++p) {
+      const simdnorm_moments& q = parts[p * n + i];
+      const std::int32_t kind = get_enum(q.kind);
+      if (kind != get_enum(parts[i].kind) || kind < 1 || kind > 3 || q.count < 1) return false;
+      if (__builtin_add_overflow(total, q.count, &total)) return false;
+    }
+  }
+  return true;
+}
+
+/// Checks merged record `got` of index i against a two-pass fold in long double: the counts
+/// exact; the mean and M2 (centered) within the roundings of a left fold of Chan's formula in
+/// double (a few u = 2^-53 of the largest mean per part, and the error e of delta through
+/// w delta^2 with sum w <= N and |delta| <= 2 max |mean_p - mean|); sums within 2 parts u.
+void check_merged(const std::vector<simdnorm_moments>& parts, std::size_t num_parts, std::size_t n,
+                  std::size_t i, const simdnorm_moments& got) {
+  std::int64_t total = 0;
+  long double count = 0, sum = 0, sum_m2 = 0, max_mean = 0;
+  for (std::size_t p = 0; p < num_parts; ++p) {
+    const simdnorm_moments& q = parts[p * n + i];
+    total += q.count;
+    count += q.count;
+    sum += (long double)q.count * q.mean;
+    sum_m2 += q.m2;
+    max_mean = std::max(max_mean, std::fabs((long double)q.mean));
+  }
+  FUZZ_CHECK(got.count == total);
+  FUZZ_CHECK(get_enum(got.kind) == get_enum(parts[i].kind));
+  FUZZ_CHECK(got.reserved == 0);
+  if (count > 0x1p53L) return;  // the double weights are no longer exact
+  const long double u = 0x1p-53L, k = (long double)num_parts;
+  if (get_enum(parts[i].kind) != 1) {
+    FUZZ_CHECK(got.mean == parts[i].mean);  // 0
+    FUZZ_CHECK(std::fabs(got.m2 - sum_m2) <= 2 * k * u * sum_m2);
+    return;
+  }
+  const long double mean = sum / count;
+  long double m2 = sum_m2, max_dev = 0;
+  for (std::size_t p = 0; p < num_parts; ++p) {
+    const simdnorm_moments& q = parts[p * n + i];
+    m2 += (long double)q.count * (q.mean - mean) * (q.mean - mean);
+    max_dev = std::max(max_dev, std::fabs(q.mean - mean));
+  }
+  const long double mean_tol = 16 * k * u * max_mean, e = mean_tol + 4 * u * max_mean;
+  const long double m2_tol =
+      16 * k * u * (sum_m2 + m2) + 8 * count * max_dev * e + 2 * count * e * e;
+  if (std::fabs(got.mean - mean) > mean_tol || std::fabs(got.m2 - m2) > m2_tol) {
+    std::fprintf(
+        stderr,
+        "merged[%zu]: mean %.17g m2 %.17g, reference %.17Lg (tol %.3Lg), %.17Lg (tol %.3Lg)\n", i,
+        got.mean, got.m2, mean, mean_tol, m2, m2_tol);
+    FUZZ_CHECK(!"merged moments match the two-pass reference");
+  }
+}
+
+/// simdnorm_merge_moments on random records: bad ones (a kind other than part 0's or no kind,
+/// a count < 1, counts whose sum overflows, null pointers, no parts) are refused and write
+/// nothing; good ones (out apart or in place over the first part) merge as check_merged says.
+void probe_merge_moments(rng r) {
+  const std::size_t num_parts = r.next() % 8 == 0 ? 0 : 1 + r.next() % 4;
+  const std::size_t n = r.next() % 5;
+  std::vector<simdnorm_moments> parts(std::max<std::size_t>(num_parts * n, 1));
+  std::memset(parts.data(), 0, parts.size() * sizeof parts[0]);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t kind = std::int32_t(1 + r.next() % 3);
+    // the parts of one index: a common offset (the fold then cancels) plus a spread
+    const double offset = r.next() % 2 ? std::ldexp(r.uniform(), int(r.next() % 21)) : 0.0;
+    const double spread = std::ldexp(1.0, int(r.next() % 41) - 20);
+    for (std::size_t p = 0; p < num_parts; ++p) {
+      simdnorm_moments& q = parts[p * n + i];
+      q.count = std::int64_t(1 + r.next() % (r.next() % 4 == 0 ? 1u << 20 : 64u));
+      q.mean = kind == 1 ? offset + r.uniform() * spread : 0.0;
+      q.m2 = double(q.count) * spread * spread * std::fabs(r.uniform());
+      set_enum(&q.kind, kind);
+    }
+  }
+  if (num_parts * n > 0) {
+    simdnorm_moments& q = parts[r.next() % (num_parts * n)];
+    constexpr std::int32_t kNotKinds[4] = {0, 4, -1, kI32Min};
+    constexpr std::int64_t kBadCounts[3] = {0, -1, kI64Min};
+    switch (r.next() % 12) {
+      case 0: set_enum(&q.kind, 1 + (get_enum(q.kind) + std::int32_t(r.next() % 2)) % 3); break;
+      case 1: set_enum(&q.kind, kNotKinds[r.next() % 4]); break;
+      case 2: q.count = kBadCounts[r.next() % 3]; break;
+      case 3: {  // one index's counts sum past INT64_MAX (with 2 parts or more) or reach it
+        const std::size_t i = std::size_t(r.next() % n);
+        const std::int64_t each = num_parts > 1 ? kI64Max / std::int64_t(num_parts) + 1 : kI64Max;
+        for (std::size_t p = 0; p < num_parts; ++p) parts[p * n + i].count = each;
+        break;
+      }
+      default: break;
+    }
+  }
+  std::vector<simdnorm_moments> out_store(std::max<std::size_t>(n, 1));
+  for (simdnorm_moments& o : out_store) std::memset(&o, 0xA5, sizeof o);
+  const std::uint64_t where = r.next() % 16;  // 0: parts null, 1: out null, 2-5: in place
+  const simdnorm_moments* in = where == 0 ? nullptr : parts.data();
+  simdnorm_moments* out = where == 1                        ? nullptr
+                          : where <= 5 && num_parts * n > 0 ? parts.data()
+                                                            : out_store.data();
+  const std::vector<simdnorm_moments> parts_in = parts, out_in = out_store;
+  auto same = [](const std::vector<simdnorm_moments>& a, const std::vector<simdnorm_moments>& b) {
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof a[0]) == 0;
+  };
+  set_sentinel_message();
+  const simdnorm_status s = simdnorm_merge_moments(in, num_parts, n, out);
+  if (!merge_valid(in, num_parts, n, out)) {
+    check_failure_reported(s);
+    FUZZ_CHECK(same(parts, parts_in) && same(out_store, out_in));
+    return;
+  }
+  FUZZ_CHECK(s == SIMDNORM_OK);
+  check_no_new_message();
+  if (out == parts.data())  // in place: the first part's records only
+    FUZZ_CHECK(std::memcmp(parts.data() + n, parts_in.data() + n,
+                           (parts.size() - n) * sizeof parts[0]) == 0);
+  else
+    FUZZ_CHECK(same(parts, parts_in));
+  if (out != out_store.data() || n == 0) FUZZ_CHECK(same(out_store, out_in));
+  for (std::size_t i = 0; i < n; ++i) check_merged(parts_in, num_parts, n, i, out[i]);
+}
+
+/// The exact record of a unit, from its float64 statistics (the apply stage's input).
+simdnorm_moments record_of(fuzzref::family f, const fuzzref::unit_ref& q) {
+  simdnorm_moments r;
+  std::memset(&r, 0, sizeof r);
+  const int kind = fuzzref::moments_kind(f);
+  r.count = std::int64_t(q.n);
+  r.mean = kind == 1 ? q.mean : 0.0;
+  r.m2 = fuzzref::record_m2(f, q);
+  set_enum(&r.kind, kind);
+  return r;
+}
+
+/// The op reduced to units for the float64 reference (fuzz_reference.hpp): every element's
+/// unit and gamma / beta index, the family and its plan-time parameters. The call's arguments
+/// (gamma, beta, the running statistics before the call) are the caller's to add.
+fuzzref::model model_of(const fuzz_case& c, const std::int64_t* shape, int ca, const op_shape& os) {
+  const int nd = c.nd;
+  const std::int64_t numel = os.numel;
+  fuzzref::model md;
+  md.units = std::size_t(os.units);
+  md.eps = double(c.eps);
+  md.unit_of.resize(std::size_t(numel));
+  std::int64_t idx[SIMDNORM_MAX_DIMS] = {};
+  const std::int64_t cols = c.op <= kLpNorm ? numel / os.units : 1;
+  const bool with_aff = c.op != kLpNorm && c.op != kMvn && !(c.op == kBatchNorm && !c.bn.training);
+  if (with_aff) md.aff_of.resize(std::size_t(numel));
+  bool red[SIMDNORM_MAX_DIMS] = {};
+  if (c.op == kMvn)
+    for (int i = 0; i < c.mvn.num_axes; ++i)
+      red[c.mvn.axes[i] < 0 ? c.mvn.axes[i] + nd : c.mvn.axes[i]] = true;
+  const std::int64_t C = c.op >= kBatchNorm && c.op <= kInstanceNorm ? shape[ca] : 1;
+  const std::int64_t G = c.op == kGroupNorm ? c.gn.num_groups : C;
+  for (std::int64_t i = 0; i < numel; ++i) {
+    std::int64_t u = 0, a = -1;
+    switch (c.op) {
+      case kLayerNorm:
+      case kRmsNorm:
+      case kLpNorm: u = i / cols, a = i % cols; break;
+      case kBatchNorm: u = idx[ca], a = idx[ca]; break;
+      case kGroupNorm:
+      case kInstanceNorm: {
+        const std::int64_t cg = C / G, g = idx[ca] / cg;
+        u = idx[0] * G + g;
+        a = c.op == kGroupNorm && c.gn.per_group_affine ? g : idx[ca];
+        break;
+      }
+      default:
+        for (int d = 0; d < nd; ++d)
+          if (!red[d]) u = u * shape[d] + idx[d];
+        break;
+    }
+    md.unit_of[std::size_t(i)] = u;
+    if (with_aff) md.aff_of[std::size_t(i)] = a;
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  switch (c.op) {
+    case kLayerNorm:
+      md.fam = fuzzref::family::centered, md.compensated = c.ln.compensated_mean != 0;
+      break;
+    case kRmsNorm: md.fam = fuzzref::family::rms; break;
+    case kLpNorm: md.fam = c.lp.p == 1 ? fuzzref::family::l1 : fuzzref::family::l2; break;
+    case kBatchNorm:
+      md.relu = c.bn.fuse_relu != 0;
+      if (!c.bn.training) {
+        md.fam = fuzzref::family::folded;
+        md.bn_mean = c.bn.running_mean;
+        md.bn_var = c.bn.running_var;
+        md.bn_gamma = c.bn.gamma;
+        md.bn_beta = c.bn.beta;
+      } else {
+        md.fam = fuzzref::family::centered;
+        md.bn_training = true;
+        md.bn_pytorch = c.convention == 0;
+        md.bn_cumulative = c.bn.cumulative != 0;
+        md.momentum = double(c.bn.momentum);
+      }
+      break;
+    case kMvn: md.fam = fuzzref::family::mvn; break;
+    default: md.fam = fuzzref::family::centered; break;
+  }
+  md.folds_scale = c.op >= kBatchNorm;
+  return md;
+}
+
+/// The seed of the data generator: a hash of the whole input.
+std::uint64_t input_hash(const std::uint8_t* data, std::size_t size) {
+  std::uint64_t seed = 0xC0FFEEull;
+  for (std::size_t i = 0; i < size; ++i) seed = (seed ^ data[i]) * 0x100000001B3ull;
+  return seed;
+}
+
 int run_one(const std::uint8_t* data, std::size_t size) {
   static const isa_list isas;
   isa_reset reset_guard;
   std::uint8_t h[kHeader] = {};
   std::memcpy(h, data, std::min(size, kHeader));
+  if ((h[62] & 0xC0) == 0xC0) probe_merge_moments(rng{input_hash(data, size) ^ 0x6D65726765ull});
   fuzz_case c;
   c.op = h[0] % kOps;
 
@@ -563,23 +833,27 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   };
   c.layout = decode_enum(h[42], 2);
   c.convention = decode_enum(h[45], 2);
+  c.stage = c.op == kMvn ? kFull : decode_stage(h[63]);
   switch (c.op) {
     case kLayerNorm:
       c.ln.normalized_ndim = small_int(h[42], 1, nd);
       c.ln.eps = c.eps;
       c.ln.compensated_mean = h[43] & 1;
       set_enum(&c.ln.stores, c.stores);
+      set_enum(&c.ln.stage, c.stage);
       break;
     case kRmsNorm:
       c.rms.normalized_ndim = small_int(h[42], 1, nd);
       c.rms.eps = c.eps;
       set_enum(&c.rms.stores, c.stores);
+      set_enum(&c.rms.stage, c.stage);
       break;
     case kLpNorm:
       c.lp.axis = h[42] < 128 ? -1 : small_int(h[42], -nd, 2 * nd);
       c.lp.p = h[43] < 240 ? 1 + h[43] % 2 : small_int(h[43], 3, 1);
       c.lp.eps = c.eps;
       set_enum(&c.lp.stores, c.stores);
+      set_enum(&c.lp.stage, c.stage);
       break;
     case kBatchNorm: {
       set_enum(&c.bn.layout, c.layout);
@@ -591,6 +865,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       c.bn.momentum = kMomentum[h[44] % 8];
       set_enum(&c.bn.convention, c.convention);
       set_enum(&c.bn.stores, c.stores);
+      set_enum(&c.bn.stage, c.stage);
       // which parameter arrays: inference needs both statistics; training takes none here
       const std::uint8_t f = h[46];
       const bool misplaced = (f & 0xF0) == 0xF0;
@@ -606,11 +881,13 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       c.gn.eps = c.eps;
       c.gn.per_group_affine = h[43] & 1;
       set_enum(&c.gn.stores, c.stores);
+      set_enum(&c.gn.stage, c.stage);
       break;
     case kInstanceNorm:
       set_enum(&c.in.layout, c.layout);
       c.in.eps = c.eps;
       set_enum(&c.in.stores, c.stores);
+      set_enum(&c.in.stage, c.stage);
       break;
     default:
       c.mvn.num_axes = small_int(h[42], 1, nd);
@@ -627,6 +904,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     c.stores = 0;
     c.layout = 0;
     c.convention = 0;
+    c.stage = kFull;
     c.eps = kDefaultEps[c.op];
     c.bn_rm = c.bn_rv = c.bn_g = c.bn_b = false;
   }
@@ -672,6 +950,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   const float eps = c.eps;
   if (!std::isfinite(eps) || eps < 0.f) reject = true;
   if (c.stores < 0 || c.stores > 2) reject = true;
+  if (c.stage < kFull || c.stage > kApply) reject = true;
   op_shape os;
   const std::int64_t numel = reject ? 0 : std::int64_t(numel128);
   int first = 0;  // row ops: first normalized dim
@@ -728,11 +1007,13 @@ int run_one(const std::uint8_t* data, std::size_t size) {
           if (c.bn.training) {
             if (c.bn_rm) reject = true;
             if (!(c.bn.momentum >= 0.f && c.bn.momentum <= 1.f)) reject = true;
-            if (numel / C < 2) reject = true;
+            // one value per channel: refused in one call; staged, the merged count decides
+            if (numel / C < 2 && c.stage == kFull) reject = true;
             os.affine = C;
             os.takes_beta = os.takes_mean = os.takes_rstd = true;
           } else {
             if (!c.bn_rm || !c.bn_rv) reject = true;
+            if (c.stage != kFull) reject = true;  // the running statistics are the statistics
           }
         } else {
           const std::int64_t G = c.op == kInstanceNorm ? C : c.gn.num_groups;
@@ -837,18 +1118,16 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   std::snprintf(g_case, sizeof g_case,
                 "op=%s ndim=%d shape=[%lld,%lld,%lld,%lld,%lld] xs=[%lld,%lld,%lld,%lld,%lld] "
                 "ys=[%lld,%lld,%lld,%lld,%lld] alias=%d misuse=%d eps=%g stores=%d layout=%d "
-                "expect=%d",
+                "stage=%d expect=%d",
                 kOpNames[c.op], rank, (long long)shape[0], (long long)shape[1], (long long)shape[2],
                 (long long)shape[3], (long long)shape[4], (long long)c.xd.strides[0],
                 (long long)c.xd.strides[1], (long long)c.xd.strides[2], (long long)c.xd.strides[3],
                 (long long)c.xd.strides[4], (long long)c.yd.strides[0], (long long)c.yd.strides[1],
                 (long long)c.yd.strides[2], (long long)c.yd.strides[3], (long long)c.yd.strides[4],
-                alias, misuse, double(eps), c.stores, c.layout, int(ex));
+                alias, misuse, double(eps), c.stores, c.layout, c.stage, int(ex));
 
   // ---- data generation --------------------------------------------------------------------------
-  std::uint64_t seed = 0xC0FFEEull;
-  for (std::size_t i = 0; i < size; ++i) seed = (seed ^ data[i]) * 0x100000001B3ull;
-  rng prng{seed};
+  rng prng{input_hash(data, size)};
   std::size_t pos = kHeader;
   auto next_byte = [&](bool prng_when_empty) -> std::uint8_t {
     if (pos < size) return data[pos++];
@@ -1037,6 +1316,14 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   } else {
     for (std::int64_t i = 0; i < x_span; ++i) xw[i] = next_value();
   }
+  // the op reduced to units, and each unit's float64 statistics (the reference, and the
+  // records of the apply stage)
+  fuzzref::model md;
+  std::vector<fuzzref::unit_ref> unit_stats;
+  if (planned) {
+    md = model_of(c, shape, ca, os);
+    unit_stats = fuzzref::statistics(md, xl);
+  }
   // args: which pointers
   const std::uint8_t af = h[54];
   const std::int64_t units = os.known ? os.units : 16;
@@ -1085,6 +1372,36 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     m.has_counter = true;
     args.num_batches_tracked = &m.counter;
   }
+  // split statistics (h[62]): the records the stage takes, left out when bits 0-1 are 3; bits
+  // 2-4 from 4 on corrupt one of apply's; bits 5-7 = 1 give a stage the records it does not take
+  const std::uint8_t rf = h[62];
+  const bool stray_records = (rf & 0xE0) == 0x20;
+  const int record_kind = planned ? fuzzref::moments_kind(md.fam) : 0;
+  const std::int64_t min_count = c.op == kBatchNorm && c.bn.training ? 2 : 1;
+  if ((c.stage == kMoments && (rf & 3) != 3) || (stray_records && c.stage != kMoments)) {
+    m.moments_out.alloc_records(std::size_t(units), 9);
+    args.moments_out = m.moments_out.records();
+  }
+  if ((c.stage == kApply && (rf & 3) != 3) || (stray_records && c.stage != kApply)) {
+    m.moments_in.alloc_records(std::size_t(units), 10);
+    simdnorm_moments* rec = m.moments_in.records();
+    if (planned)
+      for (std::int64_t k = 0; k < units; ++k)
+        rec[k] = record_of(md.fam, unit_stats[std::size_t(k)]);
+    const int corrupt = (rf >> 2) & 7;
+    if (planned && c.stage == kApply && corrupt >= 4) {
+      simdnorm_moments& r = rec[prng.next() % std::uint64_t(units)];
+      constexpr std::int32_t kNotKinds[4] = {0, 4, -1, kI32Min};
+      constexpr std::int64_t kBadCounts[3] = {0, -1, kI64Min};
+      switch (corrupt) {
+        case 4: set_enum(&r.kind, 1 + (record_kind + std::int32_t(prng.next() % 2)) % 3); break;
+        case 5: set_enum(&r.kind, kNotKinds[prng.next() % 4]); break;
+        case 6: r.count = kBadCounts[prng.next() % 3]; break;
+        default: r.count = min_count - 1; break;  // BatchNorm training: 1
+      }
+    }
+    args.moments_in = rec;
+  }
   if (misuse == 8) args.x = nullptr;
   if (misuse == 9) args.y = nullptr;
   m.snapshot_all();
@@ -1122,6 +1439,16 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     } else if (stats_args && args_ex == expect::accept) {
       args_ex = expect::either;  // the row ops do not document these fields
     }
+    if (c.stage == kApply) {  // one record per unit, of the op's kind, with enough values
+      bad(args.moments_in == nullptr);
+      for (std::int64_t k = 0; args.moments_in && k < units; ++k)
+        bad(get_enum(args.moments_in[k].kind) != record_kind ||
+            args.moments_in[k].count < min_count);
+    }
+    if (c.stage == kMoments)  // reads x, writes the records; everything else is ignored
+      args_ex = args.x && args.moments_out ? expect::accept : expect::reject;
+    else if (stray_records && args_ex == expect::accept)
+      args_ex = expect::either;  // records a stage does not take: not documented
   }
 
   // ---- execution --------------------------------------------------------------------------------
@@ -1213,6 +1540,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   }
 
   // ---- nothing written outside y (and the outputs the op takes) ---------------------------------
+  const bool writes_y = c.stage != kMoments;  // the moments stage writes its records only
   {
     std::vector<char> is_y(m.ybuffer().total, 0);
     const std::size_t y_base = std::size_t(m.y() - m.ybuffer().base);
@@ -1223,14 +1551,16 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       return true;
     };
     if (m.shared) {
-      FUZZ_CHECK(untouched_except_y(m.xbuf, true));
+      FUZZ_CHECK(untouched_except_y(m.xbuf, writes_y));
     } else {
       FUZZ_CHECK(m.xbuf.unchanged());
-      FUZZ_CHECK(untouched_except_y(m.ybuf, true));
+      FUZZ_CHECK(untouched_except_y(m.ybuf, writes_y));
     }
     FUZZ_CHECK(m.gamma.unchanged());
     FUZZ_CHECK(m.beta.unchanged());
-    const bool bn_train = c.op == kBatchNorm && c.bn.training;
+    FUZZ_CHECK(m.moments_in.unchanged());
+    if (c.stage != kMoments) FUZZ_CHECK(m.moments_out.unchanged());
+    const bool bn_train = c.op == kBatchNorm && c.bn.training && writes_y;
     if (!bn_train) {
       FUZZ_CHECK(m.run_mean.unchanged());
       FUZZ_CHECK(m.run_var.unchanged());
@@ -1238,87 +1568,20 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     } else if (m.has_counter) {
       FUZZ_CHECK(m.counter == m.counter_snap + 1);
     }
-    if (!os.takes_mean) FUZZ_CHECK(m.mean.unchanged());
-    if (!os.takes_rstd) FUZZ_CHECK(m.rstd.unchanged());
+    if (!os.takes_mean || !writes_y) FUZZ_CHECK(m.mean.unchanged());
+    if (!os.takes_rstd || !writes_y) FUZZ_CHECK(m.rstd.unchanged());
   }
 
   // ---- the float64 reference --------------------------------------------------------------------
-  fuzzref::model md;
-  md.units = std::size_t(os.units);
-  md.eps = double(eps);
-  md.unit_of.resize(std::size_t(numel));
   md.gamma = args.gamma;
   md.beta = args.beta;
-  {
-    std::int64_t idx[SIMDNORM_MAX_DIMS] = {};
-    const std::int64_t cols = c.op <= kLpNorm ? numel / os.units : 1;
-    const bool with_aff =
-        c.op != kLpNorm && c.op != kMvn && !(c.op == kBatchNorm && !c.bn.training);
-    if (with_aff) md.aff_of.resize(std::size_t(numel));
-    bool red[SIMDNORM_MAX_DIMS] = {};
-    if (c.op == kMvn)
-      for (int i = 0; i < c.mvn.num_axes; ++i)
-        red[c.mvn.axes[i] < 0 ? c.mvn.axes[i] + nd : c.mvn.axes[i]] = true;
-    const std::int64_t C = c.op >= kBatchNorm && c.op <= kInstanceNorm ? shape[ca] : 1;
-    const std::int64_t G = c.op == kGroupNorm ? c.gn.num_groups : C;
-    for (std::int64_t i = 0; i < numel; ++i) {
-      std::int64_t u = 0, a = -1;
-      switch (c.op) {
-        case kLayerNorm:
-        case kRmsNorm:
-        case kLpNorm: u = i / cols, a = i % cols; break;
-        case kBatchNorm: u = idx[ca], a = idx[ca]; break;
-        case kGroupNorm:
-        case kInstanceNorm: {
-          const std::int64_t cg = C / G, g = idx[ca] / cg;
-          u = idx[0] * G + g;
-          a = c.op == kGroupNorm && c.gn.per_group_affine ? g : idx[ca];
-          break;
-        }
-        default:
-          for (int d = 0; d < nd; ++d)
-            if (!red[d]) u = u * shape[d] + idx[d];
-          break;
-      }
-      md.unit_of[std::size_t(i)] = u;
-      if (with_aff) md.aff_of[std::size_t(i)] = a;
-      for (int d = nd - 1; d >= 0; --d) {
-        if (++idx[d] < shape[d]) break;
-        idx[d] = 0;
-      }
+  if (c.op == kBatchNorm && c.bn.training) {
+    if (args.running_mean && args.running_var) {  // the moments stage takes one without the other
+      md.run_mean_in = reinterpret_cast<const float*>(m.run_mean.snap.data());
+      md.run_var_in = reinterpret_cast<const float*>(m.run_var.snap.data());
     }
+    md.counter_in = m.counter_snap;
   }
-  switch (c.op) {
-    case kLayerNorm:
-      md.fam = fuzzref::family::centered, md.compensated = c.ln.compensated_mean != 0;
-      break;
-    case kRmsNorm: md.fam = fuzzref::family::rms; break;
-    case kLpNorm: md.fam = c.lp.p == 1 ? fuzzref::family::l1 : fuzzref::family::l2; break;
-    case kBatchNorm:
-      md.relu = c.bn.fuse_relu != 0;
-      if (!c.bn.training) {
-        md.fam = fuzzref::family::folded;
-        md.bn_mean = bn_rm.data;
-        md.bn_var = bn_rv.data;
-        md.bn_gamma = c.bn.gamma;
-        md.bn_beta = c.bn.beta;
-      } else {
-        md.fam = fuzzref::family::centered;
-        md.bn_training = true;
-        md.bn_pytorch = c.convention == 0;
-        md.bn_cumulative = c.bn.cumulative != 0;
-        md.momentum = double(c.bn.momentum);
-        if (args.running_mean) {
-          md.run_mean_in = reinterpret_cast<const float*>(m.run_mean.snap.data());
-          md.run_var_in = reinterpret_cast<const float*>(m.run_var.snap.data());
-        }
-        md.counter_in = m.counter_snap;
-      }
-      break;
-    case kMvn: md.fam = fuzzref::family::mvn; break;
-    default: md.fam = fuzzref::family::centered; break;
-  }
-  md.folds_scale = c.op >= kBatchNorm;
   const fuzzref::result ref = fuzzref::compute(md, xl);
   auto print_unit = [&](std::int64_t unit) {
     const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
@@ -1333,7 +1596,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     std::fprintf(stderr, "\n");
   };
   const float* yv = m.y();
-  for (std::int64_t i = 0; i < numel; ++i) {
+  for (std::int64_t i = 0; writes_y && i < numel; ++i) {
     const float got = yv[yo[std::size_t(i)]];
     if (!ref.y.ok(std::size_t(i), got)) {
       std::fprintf(stderr, "y[%lld] = %.9g, reference %.17g (tol %.3g, kind %d), x = %.9g\n",
@@ -1354,17 +1617,36 @@ int run_one(const std::uint8_t* data, std::size_t size) {
         FUZZ_CHECK(!"saved statistics match the float64 reference");
       }
   };
-  if (os.takes_mean) check_aux(m.mean, ref.mean, "mean");
-  if (os.takes_rstd) check_aux(m.rstd, ref.rstd, "rstd");
-  if (c.op == kBatchNorm && c.bn.training && args.running_mean) {
+  if (os.takes_mean && writes_y) check_aux(m.mean, ref.mean, "mean");
+  if (os.takes_rstd && writes_y) check_aux(m.rstd, ref.rstd, "rstd");
+  if (c.op == kBatchNorm && c.bn.training && args.running_mean && writes_y) {
     check_aux(m.run_mean, ref.run_mean, "running_mean");
     check_aux(m.run_var, ref.run_var, "running_var");
+  }
+  if (c.stage == kMoments) {  // one record per unit: the exact count, the op's kind, the sums
+    const simdnorm_moments* rec = m.moments_out.records();
+    for (std::int64_t k = 0; k < os.units; ++k) {
+      const simdnorm_moments& r = rec[k];
+      FUZZ_CHECK(r.count == numel / os.units);
+      FUZZ_CHECK(get_enum(r.kind) == record_kind);
+      FUZZ_CHECK(r.reserved == 0);
+      const std::size_t u = std::size_t(k);
+      if (!ref.record_mean.ok(u, r.mean) || !ref.record_m2.ok(u, r.m2)) {
+        std::fprintf(stderr,
+                     "moments_out[%lld]: mean %.17g m2 %.17g, reference %.17g (tol %.3g) and "
+                     "%.17g (tol %.3g)\n",
+                     (long long)k, r.mean, r.m2, ref.record_mean.value[u], ref.record_mean.tol[u],
+                     ref.record_m2.value[u], ref.record_m2.tol[u]);
+        print_unit(k);
+        FUZZ_CHECK(!"the moments record matches the float64 statistics");
+      }
+    }
   }
 
   // ---- another execution path gives the same bits -----------------------------------------------
   if (!(h[33] & 0x80) && numel <= 1024 && !misuse_call) {
     std::vector<std::vector<std::uint32_t>> first_run;
-    for (buffer* b : {&m.xbuf, &m.ybuf, &m.mean, &m.rstd, &m.run_mean, &m.run_var}) {
+    for (buffer* b : m.outputs()) {
       first_run.emplace_back(b->total);
       if (b->total) std::memcpy(first_run.back().data(), b->base, b->total * 4);
     }
@@ -1373,7 +1655,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     const int path2 = (path + 1 + (h[33] >> 2) % 3) % 4;
     FUZZ_CHECK(execute(path2, false) == SIMDNORM_OK);
     int k = 0;
-    for (buffer* b : {&m.xbuf, &m.ybuf, &m.mean, &m.rstd, &m.run_mean, &m.run_var}) {
+    for (buffer* b : m.outputs()) {
       FUZZ_CHECK(b->total == 0 ||
                  std::memcmp(first_run[std::size_t(k)].data(), b->base, b->total * 4) == 0);
       ++k;

@@ -32,6 +32,25 @@
 // nearly unchecked: plan.hpp documents that mode as lossy). For n = 9 and s ~ 3 the bound is
 // about 1e-5 |g| (s + 4 |z|); for n >= 2048 about 5e-4 times that.
 //
+// Split statistics. A moments record (stats_stage::moments) holds in double what the kernels
+// summed in float: the mean and M2 = sum (x - mean)^2 (centered), or sum x^2 (squares: RMSNorm,
+// L2) or sum |x| (magnitudes: L1) in m2, and the exact count. From the sums above, with n the
+// unit's size and sigma^2 = M2 / n:
+//   mean  off by depth u P (the shifted sum), the bound of the saved mean: 4 depth u P +
+//         4 u |mean|;
+//   M2    the float sum of the squared deviations, a relative 2 depth u; the chunk means (each
+//         off by e = depth u P) enter Chan's merge through w delta^2 with sum w <= n and
+//         sum w |delta| <= sqrt(n M2) = n sigma, i.e. 2 e n sigma + e^2 n; where p = 0 the
+//         poor float mean enters squared, n e^2 again. Used: 8 depth u (M2 + n P sigma) +
+//         8 n (depth u P)^2, plus an absolute n 2^-140 (1 + P) for deviations and squares that
+//         round to subnormal steps (or to 0);
+//   sum x^2  a relative 4 depth u, plus n 2^-146 for squares that round to subnormals;
+//   sum |x|  a relative 4 depth u (|x| is exact, and subnormal additions are exact).
+// Records are not value-checked where the float sums may overflow (n P^2 or n max|x|^2 above
+// 2^124, n max|x| for L1) or the unit's inputs are not all finite. stats_stage::apply from
+// exact records (the float64 statistics below) meets the bounds of the one-call outputs: the
+// error of the statistics is then only smaller.
+//
 // What is not value-checked (and why): a unit whose inputs are not all finite (its outputs may
 // be NaN or Inf; only the other units are checked, which is the confinement check), and a unit
 // whose float intermediates leave the range where the bound above holds: a sum of squares
@@ -72,13 +91,13 @@ struct expectation {
     tol.assign(n, 0.0);
     kind.assign(n, want::skip);
   }
-  /// True when `got` satisfies entry i.
-  bool ok(std::size_t i, float got) const {
+  /// True when `got` (a float output, or a double of a moments record) satisfies entry i.
+  bool ok(std::size_t i, double got) const {
     switch (kind[i]) {
       case want::skip: return true;
       case want::nan: return std::isnan(got);
       case want::pos_inf: return got == INFINITY;
-      case want::close: return std::fabs(double(got) - value[i]) <= tol[i];
+      case want::close: return std::fabs(got - value[i]) <= tol[i];
     }
     return false;
   }
@@ -109,23 +128,45 @@ struct model {
   std::int64_t counter_in = 0;
 };
 
+/// The float64 statistics of one unit (and, below, whether its outputs are checked).
 struct unit_ref {
-  double n = 0, mean = 0, var = 0, dev = 0, absmax = 0, sumsq = 0, sumabs = 0;
+  double n = 0, mean = 0, m2 = 0, var = 0, dev = 0, absmax = 0, sumsq = 0, sumabs = 0;
   double rstd = 0;
   bool finite = true, checkable = false, zero_row = true;
 };
 
+/// What a moments record of the family summarizes (simdnorm_moments_kind: 1 centered, 2 sums
+/// of squares, 3 sums of magnitudes); 0 for BatchNorm inference, which has none.
+inline int moments_kind(family f) {
+  switch (f) {
+    case family::centered:
+    case family::mvn: return 1;
+    case family::rms:
+    case family::l2: return 2;
+    case family::l1: return 3;
+    default: return 0;
+  }
+}
+
+/// The unit's exact record: its m2 by the family's moments kind (the mean is 0 but for
+/// centered records).
+inline double record_m2(family f, const unit_ref& q) {
+  const int k = moments_kind(f);
+  return k == 1 ? q.m2 : k == 2 ? q.sumsq : q.sumabs;
+}
+
 struct result {
   expectation y, mean, rstd, run_mean, run_var;
+  expectation record_mean, record_m2;  ///< stats_stage::moments
   std::vector<unit_ref> units;
 };
 
-/// The reference for logical values x[0..numel) (row-major over the shape).
-inline result compute(const model& m, const std::vector<float>& x) {
-  result r;
+/// The float64 statistics of every unit of logical values x[0..numel) (row-major over the
+/// shape): n, mean, M2, var, the largest deviation and magnitude, the sums of squares and of
+/// magnitudes.
+inline std::vector<unit_ref> statistics(const model& m, const std::vector<float>& x) {
   const std::size_t numel = x.size();
-  std::vector<unit_ref>& u = r.units;
-  u.assign(m.units, unit_ref{});
+  std::vector<unit_ref> u(m.units);
   for (std::size_t i = 0; i < numel; ++i) {
     unit_ref& q = u[std::size_t(m.unit_of[i])];
     const double v = x[i];
@@ -142,12 +183,22 @@ inline result compute(const model& m, const std::vector<float>& x) {
   for (std::size_t i = 0; i < numel; ++i) {
     unit_ref& q = u[std::size_t(m.unit_of[i])];
     const double d = double(x[i]) - q.mean;
-    q.var += d * d;
+    q.m2 += d * d;
     q.dev = std::max(q.dev, std::fabs(d));
   }
+  for (unit_ref& q : u)
+    if (q.n > 0) q.var = q.m2 / q.n;
+  return u;
+}
+
+/// The reference for logical values x[0..numel) (row-major over the shape).
+inline result compute(const model& m, const std::vector<float>& x) {
+  result r;
+  const std::size_t numel = x.size();
+  std::vector<unit_ref>& u = r.units;
+  u = statistics(m, x);
   const double e = m.eps;
   for (unit_ref& q : u) {
-    if (q.n > 0) q.var /= q.n;
     if (!q.finite) continue;
     const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
     switch (m.fam) {
@@ -244,6 +295,34 @@ inline result compute(const model& m, const std::vector<float>& x) {
                  8 * kU * (std::fabs(y) + std::fabs(b) + std::fabs(g * z)) +
                  0x1p-120 * (1 + std::fabs(xv) + std::fabs(z) + std::fabs(g)) +
                  0x1p-147 * q.rstd * std::fabs(g);  // x - mean rounded to a subnormal step
+  }
+
+  // Moments records (stats_stage::moments), per unit: see "Split statistics" at the top.
+  r.record_mean.resize(m.units);
+  r.record_m2.resize(m.units);
+  for (std::size_t k = 0; k < m.units && m.fam != family::folded; ++k) {
+    const unit_ref& q = u[k];
+    if (!q.finite || q.n < 1) continue;
+    const double dp = depth(q.n);
+    const int kind = moments_kind(m.fam);
+    r.record_mean.kind[k] = r.record_m2.kind[k] = want::close;
+    r.record_m2.value[k] = record_m2(m.fam, q);
+    if (kind == 1) {
+      const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
+      if (q.n * P * P > 0x1p124) {
+        r.record_mean.kind[k] = r.record_m2.kind[k] = want::skip;
+        continue;
+      }
+      const double sigma = std::sqrt(q.var), de = dp * kU * P;
+      r.record_mean.value[k] = q.mean;
+      r.record_mean.tol[k] = 4 * dp * kU * P + 4 * kU * std::fabs(q.mean) + 0x1p-140;
+      r.record_m2.tol[k] =
+          8 * dp * kU * (q.m2 + q.n * P * sigma) + 8 * q.n * de * de + q.n * 0x1p-140 * (1 + P);
+    } else {  // mean exactly 0
+      if (kind == 2 ? q.n * q.absmax * q.absmax > 0x1p124 : q.n * q.absmax > 0x1p124)
+        r.record_m2.kind[k] = want::skip;
+      r.record_m2.tol[k] = 4 * dp * kU * r.record_m2.value[k] + (kind == 2 ? q.n * 0x1p-146 : 0);
+    }
   }
 
   // Saved statistics (mean, rstd) and the BatchNorm running statistics, per unit.
