@@ -11,6 +11,11 @@
 // operators have no autograd formula and refuse inputs that require grad in grad mode (the
 // Python modules and simdnorm_torch.normalize fall back to PyTorch when a graph is needed).
 //
+// The fused forms (docs/fusions.md) work over the last dim: the residual add with an optional
+// residual bias (ONNX Runtime's SkipLayerNormalization), gated RMSNorm, int8 / fp8 e4m3fn codes
+// with dynamic scales per row or block (fp8 codes in uint8 tensors: PyTorch 1.13 has no float8
+// dtype) and split statistics (moments records as the last dim, 32 bytes, of uint8 tensors).
+//
 // BatchNorm inference folds the running statistics, gamma and beta into the plan. Its cache
 // entries keep a copy of those values and are compared with the tensors' current contents on
 // every call (4 * C floats), so any update, through autograd-visible in-place ops or not,
@@ -19,6 +24,8 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -31,6 +38,7 @@
 #include <list>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -315,16 +323,16 @@ int64_t key_of(float v) {
 }
 
 // The ops whose plans depend on shapes, types and parameters only (all but BatchNorm): runs the
-// op from x into y (allocated by the caller; may be x), with the fused residual add of the row
-// ops when `residual` is given (h = x + residual stored back into residual). `extra` are the
-// parameters besides eps that the plan depends on; gamma and beta have `affine_numel` entries.
-template <class Params>
-void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y, const Params& params,
-              std::initializer_list<int64_t> extra, const optional<Tensor>& weight,
-              const optional<Tensor>& bias, int64_t affine_numel,
-              const Tensor* residual = nullptr) {
+// op from x into y (allocated by the caller; may be x). `extra` are the parameters besides eps
+// that the plan depends on; gamma and beta have `affine_numel` entries. `fill(args)` sets the
+// other norm_args fields of the call (the residual add, the gate, scales, moments records).
+template <class Params, class Fill>
+void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y,
+              const simdnorm::tensor_desc& yd, const Params& params,
+              const std::vector<int64_t>& extra, const optional<Tensor>& weight,
+              const optional<Tensor>& bias, int64_t affine_numel, Fill&& fill) {
   if (x.numel() == 0) return;  // plans want positive sizes; there is nothing to compute
-  const auto xd = desc_of(x), yd = desc_of(y);
+  const auto xd = desc_of(x);
   key_builder kb(id);
   kb.add(xd).add(yd);
   for (int64_t v : extra) kb.add(v);
@@ -334,23 +342,35 @@ void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y, const 
   Tensor weight32, bias32;  // float32 copies of bfloat16 / float16 parameters
   simdnorm::norm_args args;
   args.x = x.data_ptr();
-  args.y = y.data_ptr();
+  args.y = y.defined() ? y.data_ptr() : nullptr;
   args.gamma = row_vector_ptr(weight, x.scalar_type(), affine_numel, op, "weight", &weight32);
   args.beta = row_vector_ptr(bias, x.scalar_type(), affine_numel, op, "bias", &bias32);
-  if (residual != nullptr) {
-    args.residual = residual->data_ptr();
-    args.residual_out = residual->data_ptr();
-  }
+  fill(args);
   execute(plan, args, op);
 }
 
+void no_fill(simdnorm::norm_args&) {}
+
 template <class Params>
 Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params,
-                 std::initializer_list<int64_t> extra, const optional<Tensor>& weight,
+                 const std::vector<int64_t>& extra, const optional<Tensor>& weight,
                  const optional<Tensor>& bias, int64_t affine_numel) {
   Tensor y = output_like(x);
-  run_into(id, op, x, y, params, extra, weight, bias, affine_numel);
+  run_into(id, op, x, y, desc_of(y), params, extra, weight, bias, affine_numel, no_fill);
   return y;
+}
+
+// The key entries of a row op's parameters besides eps: every field a plan depends on.
+template <class Params>
+std::vector<int64_t> row_extras(const Params& p) {
+  return {p.normalized_ndim,
+          key_of(p.weight_offset),
+          static_cast<int64_t>(p.stage),
+          static_cast<int64_t>(p.quant.scaling),
+          p.quant.block,
+          key_of(p.quant.scale),
+          p.quant.zero_point,
+          int64_t{p.quant.row_amax}};
 }
 
 // LayerNorm and RMSNorm: rows over the trailing dims named by normalized_shape.
@@ -367,8 +387,7 @@ Tensor row_norm(op_id id, const char* op, const Tensor& x, at::IntArrayRef norma
   TORCH_CHECK(params.weight_offset == 0.f || (weight.has_value() && weight->defined()), "simdnorm.",
               op, ": weight_offset=", weight_offset,
               " needs a weight (the scale is weight + weight_offset)");
-  return run_plain(id, op, x, params, {params.normalized_ndim, key_of(params.weight_offset)},
-                   weight, bias, row);
+  return run_plain(id, op, x, params, row_extras(params), weight, bias, row);
 }
 
 Tensor layer_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optional<Tensor>& weight,
@@ -383,13 +402,15 @@ Tensor rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optiona
                                              weight, c10::nullopt, eps, weight_offset);
 }
 
-// vLLM's fused_add_rms_norm / fused_add_layer_norm, in place: residual <- input + residual
-// (rounded once into the dtype), input <- norm(residual) over the last dim.
-template <class Params>
-void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& residual,
-                    const Tensor& weight, const optional<Tensor>& bias, double eps) {
+// The ops over the last dim (the fused, gated, quantized and staged forms).
+void check_last_dim_input(const Tensor& x, const char* op) {
   check_input(x, op, /*row_dtypes=*/true);
   TORCH_CHECK(x.dim() >= 1, "simdnorm.", op, ": input needs at least 1 dim");
+}
+
+// The residual of a fused add: the input's dtype, sizes and strides (it is read and written in
+// the input's layout).
+void check_residual(const Tensor& x, const Tensor& residual, const char* op) {
   TORCH_CHECK(residual.device().is_cpu() && residual.scalar_type() == x.scalar_type(), "simdnorm.",
               op, ": residual must be a CPU tensor of the input's dtype (", x.scalar_type(),
               "), got ", residual.scalar_type(), " on ", residual.device());
@@ -399,23 +420,256 @@ void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& res
               ": residual must have the input's sizes and strides, got ", residual.sizes(),
               " with strides ", residual.strides(), " for an input of ", x.sizes(),
               " with strides ", x.strides());
+}
+
+// The gate of a gated RMSNorm: the input's dtype and sizes. The plan reads it with the input's
+// strides, so a gate of another layout (a slice of a fused projection, say) is copied: both
+// into contiguous tensors, or, when `x_pinned` (a residual fixes the input's layout), the gate
+// into the input's strides.
+void prepare_gate(Tensor* x, Tensor* gate, bool x_pinned, const char* op) {
+  TORCH_CHECK(gate->device().is_cpu() && gate->scalar_type() == x->scalar_type(), "simdnorm.", op,
+              ": gate must be a CPU tensor of the input's dtype (", x->scalar_type(), "), got ",
+              gate->scalar_type(), " on ", gate->device());
+  TORCH_CHECK(gate->layout() == at::kStrided, "simdnorm.", op, ": gate must be a strided tensor");
+  TORCH_CHECK(gate->sizes() == x->sizes(), "simdnorm.", op, ": gate must have the input's sizes ",
+              x->sizes(), ", got ", gate->sizes());
+  if (gate->strides() == x->strides()) return;
+  if (!x_pinned) {
+    *x = x->contiguous();
+    *gate = gate->contiguous();
+    if (gate->strides() == x->strides()) return;
+  }
+  Tensor copy = at::empty_strided(x->sizes(), x->strides(), gate->options());
+  copy.copy_(*gate);
+  *gate = copy;
+}
+
+// vLLM's fused_add_rms_norm / fused_add_layer_norm, in place: residual <- input + residual
+// (+ residual_bias; rounded once into the dtype), input <- norm(residual) over the last dim.
+template <class Params>
+void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& residual,
+                    const Tensor& weight, const optional<Tensor>& bias, double eps,
+                    const optional<Tensor>& residual_bias) {
+  check_last_dim_input(x, op);
+  check_residual(x, residual, op);
   TORCH_CHECK(weight.defined(), "simdnorm.", op, ": weight is required");
   Params params;
   params.normalized_ndim = 1;
   params.eps = static_cast<float>(eps);
-  run_into(id, op, x, x, params, {params.normalized_ndim, key_of(params.weight_offset)}, weight,
-           bias, x.size(-1), &residual);
+  Tensor residual_bias32;
+  const float* rb = row_vector_ptr(residual_bias, x.scalar_type(), x.size(-1), op, "residual_bias",
+                                   &residual_bias32);
+  run_into(id, op, x, x, desc_of(x), params, row_extras(params), weight, bias, x.size(-1),
+           [&](simdnorm::norm_args& a) {
+             a.residual = residual.data_ptr();
+             a.residual_out = residual.data_ptr();
+             a.residual_bias = rb;
+           });
 }
 
-void fused_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+void fused_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps,
+                        const optional<Tensor>& residual_bias) {
   fused_add_norm<simdnorm::rms_norm_params>(op_id::rms_norm, "fused_add_rms_norm", x, residual,
-                                            weight, c10::nullopt, eps);
+                                            weight, c10::nullopt, eps, residual_bias);
 }
 
 void fused_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                          const Tensor& bias, double eps) {
+                          const Tensor& bias, double eps, const optional<Tensor>& residual_bias) {
   fused_add_norm<simdnorm::layer_norm_params>(op_id::layer_norm, "fused_add_layer_norm", x,
-                                              residual, weight, bias, eps);
+                                              residual, weight, bias, eps, residual_bias);
+}
+
+// Gated RMSNorm over the last dim (Qwen3-Next's RMSNormGated, norm before gate):
+// y = rms_norm(x) * (weight + weight_offset) * silu(gate), in float32, rounded once.
+Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const optional<Tensor>& weight,
+                      double eps, double weight_offset) {
+  constexpr const char* op = "rms_norm_gated";
+  check_last_dim_input(input, op);
+  Tensor x = input, g = gate;
+  prepare_gate(&x, &g, /*x_pinned=*/false, op);
+  simdnorm::rms_norm_params params;
+  params.eps = static_cast<float>(eps);
+  params.weight_offset = static_cast<float>(weight_offset);
+  TORCH_CHECK(params.weight_offset == 0.f || (weight.has_value() && weight->defined()), "simdnorm.",
+              op, ": weight_offset=", weight_offset,
+              " needs a weight (the scale is weight + weight_offset)");
+  Tensor y = output_like(x);
+  run_into(op_id::rms_norm, op, x, y, desc_of(y), params, row_extras(params), weight, c10::nullopt,
+           x.size(-1), [&](simdnorm::norm_args& a) { a.gate = g.data_ptr(); });
+  return y;
+}
+
+// The 8-bit output types of the quantized ops: (simdnorm type, torch dtype of the codes).
+std::pair<simdnorm::dtype, at::ScalarType> quant_type(c10::string_view name, const char* op) {
+  if (name == "int8") return {simdnorm::dtype::i8, at::kChar};
+  if (name == "float8_e4m3fn") return {simdnorm::dtype::f8e4m3fn, at::kByte};
+  TORCH_CHECK(false, "simdnorm.", op, ": dtype='", std::string(name.data(), name.size()),
+              "' is not supported; use 'int8' or 'float8_e4m3fn' (codes returned as uint8)");
+}
+
+// LayerNorm / RMSNorm over the last dim into int8 or fp8 e4m3fn codes with dynamic symmetric
+// scales per row (block 0) or per block of `block` elements: scale = amax(|y|) / qmax
+// (127, 448), q = convert(y * (1 / scale)). Optionally with the residual add first
+// (residual <- input + residual (+ residual_bias), normalized as stored) and, for RMSNorm, the
+// gate. Returns (q, scales), q contiguous, scales float32 of input.shape[:-1] (+ [D / block]).
+template <class Params>
+std::tuple<Tensor, Tensor> norm_quant(op_id id, const char* op, const Tensor& input,
+                                      const optional<Tensor>& weight, const optional<Tensor>& bias,
+                                      double eps, c10::string_view dtype, int64_t block,
+                                      const optional<Tensor>& residual,
+                                      const optional<Tensor>& residual_bias,
+                                      const optional<Tensor>& gate) {
+  check_last_dim_input(input, op);
+  const auto type = quant_type(dtype, op);
+  const int64_t d = input.size(-1);
+  TORCH_CHECK(block >= 0 && block <= d, "simdnorm.", op, ": block=", block,
+              " must be 0 (one scale per row) or a divisor of the row length ", d, " in [32, 256]");
+  const bool has_residual = residual.has_value() && residual->defined();
+  if (has_residual) check_residual(input, *residual, op);
+  TORCH_CHECK(has_residual || !(residual_bias.has_value() && residual_bias->defined()), "simdnorm.",
+              op, ": residual_bias needs a residual (h = input + residual + bias)");
+  Tensor x = input, g;
+  if (gate.has_value() && gate->defined()) {
+    g = *gate;
+    prepare_gate(&x, &g, has_residual, op);
+  }
+  Params params;
+  params.eps = static_cast<float>(eps);
+  params.quant.scaling = simdnorm::quant_scaling::dynamic;
+  params.quant.block = static_cast<int>(block);
+  Tensor q = at::empty(x.sizes(), x.options().dtype(type.second));
+  std::vector<int64_t> scale_sizes(x.sizes().begin(), x.sizes().end() - 1);
+  if (block > 0) scale_sizes.push_back(d / block);
+  Tensor scales = at::empty(scale_sizes, x.options().dtype(at::kFloat));
+  auto yd = desc_of(q);
+  yd.type = type.first;
+  Tensor residual_bias32;
+  const float* rb =
+      row_vector_ptr(residual_bias, x.scalar_type(), d, op, "residual_bias", &residual_bias32);
+  run_into(id, op, x, q, yd, params, row_extras(params), weight, bias, d,
+           [&](simdnorm::norm_args& a) {
+             if (has_residual) {
+               a.residual = residual->data_ptr();
+               a.residual_out = residual->data_ptr();
+               a.residual_bias = rb;
+             }
+             if (g.defined()) a.gate = g.data_ptr();
+             a.y_scale = scales.data_ptr<float>();
+           });
+  return {q, scales};
+}
+
+std::tuple<Tensor, Tensor> rms_norm_quant(const Tensor& x, const optional<Tensor>& weight,
+                                          double eps, c10::string_view dtype, int64_t block,
+                                          const optional<Tensor>& residual,
+                                          const optional<Tensor>& residual_bias,
+                                          const optional<Tensor>& gate) {
+  return norm_quant<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm_quant", x, weight,
+                                               c10::nullopt, eps, dtype, block, residual,
+                                               residual_bias, gate);
+}
+
+std::tuple<Tensor, Tensor> layer_norm_quant(const Tensor& x, const optional<Tensor>& weight,
+                                            const optional<Tensor>& bias, double eps,
+                                            c10::string_view dtype, int64_t block,
+                                            const optional<Tensor>& residual,
+                                            const optional<Tensor>& residual_bias) {
+  return norm_quant<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm_quant", x, weight,
+                                                 bias, eps, dtype, block, residual, residual_bias,
+                                                 c10::nullopt);
+}
+
+// ---- split statistics -------------------------------------------------------------------------
+// A moments record (simdnorm::moments, 32 bytes: count, mean, m2, kind) travels as the last dim
+// of a uint8 tensor: records of x's rows are x.shape[:-1] + [32].
+
+constexpr int64_t kRecordBytes = static_cast<int64_t>(sizeof(simdnorm::moments));
+static_assert(sizeof(simdnorm::moments) == 32, "moments records are 32 bytes");
+
+std::vector<int64_t> record_sizes(at::IntArrayRef row_sizes) {
+  std::vector<int64_t> sizes(row_sizes.begin(), row_sizes.end());
+  sizes.push_back(kRecordBytes);
+  return sizes;
+}
+
+// A records tensor: uint8, CPU, contiguous, 8-byte aligned, of `sizes`.
+const simdnorm::moments* records_ptr(const Tensor& r, at::IntArrayRef sizes, const char* op,
+                                     const char* name) {
+  TORCH_CHECK(r.device().is_cpu() && r.scalar_type() == at::kByte, "simdnorm.", op, ": ", name,
+              " must be a uint8 CPU tensor of moments records, got ", r.scalar_type(), " on ",
+              r.device());
+  TORCH_CHECK(r.sizes() == sizes, "simdnorm.", op, ": ", name, " must have sizes ", sizes,
+              " (one 32-byte record per row), got ", r.sizes());
+  TORCH_CHECK(r.is_contiguous(), "simdnorm.", op, ": ", name, " must be contiguous");
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(r.data_ptr()) % alignof(simdnorm::moments) == 0,
+              "simdnorm.", op, ": ", name, " must be 8-byte aligned");
+  return reinterpret_cast<const simdnorm::moments*>(r.data_ptr());
+}
+
+// Statistics only: one record per row of x's last dim (a shard of the row).
+template <class Params>
+Tensor row_moments(op_id id, const char* op, const Tensor& x) {
+  check_last_dim_input(x, op);
+  Params params;
+  params.stage = simdnorm::stats_stage::moments;
+  Tensor records =
+      at::zeros(record_sizes(x.sizes().slice(0, x.dim() - 1)), x.options().dtype(at::kByte));
+  run_into(id, op, x, Tensor(), desc_of(x), params, row_extras(params), c10::nullopt, c10::nullopt,
+           x.size(-1), [&](simdnorm::norm_args& a) {
+             a.moments_out = reinterpret_cast<simdnorm::moments*>(records.data_ptr());
+           });
+  return records;
+}
+
+// Normalize only, x (a shard of each row) with the merged records of the whole rows.
+template <class Params>
+Tensor row_apply(op_id id, const char* op, const Tensor& x, const Tensor& records,
+                 const optional<Tensor>& weight, const optional<Tensor>& bias, double eps) {
+  check_last_dim_input(x, op);
+  const simdnorm::moments* in =
+      records_ptr(records, record_sizes(x.sizes().slice(0, x.dim() - 1)), op, "moments");
+  Params params;
+  params.eps = static_cast<float>(eps);
+  params.stage = simdnorm::stats_stage::apply;
+  Tensor y = output_like(x);
+  run_into(id, op, x, y, desc_of(y), params, row_extras(params), weight, bias, x.size(-1),
+           [&](simdnorm::norm_args& a) { a.moments_in = in; });
+  return y;
+}
+
+Tensor layer_norm_moments(const Tensor& x) {
+  return row_moments<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm_moments", x);
+}
+Tensor rms_norm_moments(const Tensor& x) {
+  return row_moments<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm_moments", x);
+}
+Tensor layer_norm_apply(const Tensor& x, const Tensor& records, const optional<Tensor>& weight,
+                        const optional<Tensor>& bias, double eps) {
+  return row_apply<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm_apply", x, records,
+                                                weight, bias, eps);
+}
+Tensor rms_norm_apply(const Tensor& x, const Tensor& records, const optional<Tensor>& weight,
+                      double eps) {
+  return row_apply<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm_apply", x, records, weight,
+                                              c10::nullopt, eps);
+}
+
+// parts: [P, ...rows, 32], the records of P parts in order (torch.stack of an all_gather);
+// returns [...rows, 32], their merge (simdnorm::merge_moments: Chan's formula in double, a left
+// fold over the parts).
+Tensor merge_moments(const Tensor& parts) {
+  constexpr const char* op = "merge_moments";
+  TORCH_CHECK(parts.dim() >= 2 && parts.size(0) >= 1 && parts.size(-1) == kRecordBytes, "simdnorm.",
+              op, ": parts must be [num_parts >= 1, ..., 32] (records stacked by part), got ",
+              parts.sizes());
+  const simdnorm::moments* in = records_ptr(parts, parts.sizes(), op, "parts");
+  Tensor out = at::empty(parts.sizes().slice(1), parts.options());
+  const auto n = static_cast<std::size_t>(out.numel() / kRecordBytes);
+  if (n == 0) return out;
+  check_status(simdnorm::merge_moments(in, static_cast<std::size_t>(parts.size(0)), n,
+                                       reinterpret_cast<simdnorm::moments*>(out.data_ptr())),
+               op);
+  return out;
 }
 
 int64_t channels_of(const Tensor& x, const char* op) {
@@ -622,31 +876,109 @@ Tensor rms_norm_autograd(const Tensor& x, at::IntArrayRef normalized_shape,
 // The fused_add ops update input and residual in place: version counters are bumped here, as
 // the ADInplaceOrView kernel this one replaces would.
 void fused_add_rms_norm_autograd(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                 double eps) {
+                                 double eps, const optional<Tensor>& residual_bias) {
   constexpr const char* op = "fused_add_rms_norm";
-  check_no_grad(op, x, residual, weight);
+  check_no_grad(op, x, residual, weight, residual_bias);
   check_mutable(x, op, "input");
   check_mutable(residual, op, "residual");
   {
     at::AutoDispatchBelowADInplaceOrView guard;
-    fused_add_rms_norm(x, residual, weight, eps);
+    fused_add_rms_norm(x, residual, weight, eps, residual_bias);
   }
   bump_version(x);
   bump_version(residual);
 }
 
 void fused_add_layer_norm_autograd(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                   const Tensor& bias, double eps) {
+                                   const Tensor& bias, double eps,
+                                   const optional<Tensor>& residual_bias) {
   constexpr const char* op = "fused_add_layer_norm";
-  check_no_grad(op, x, residual, weight, bias);
+  check_no_grad(op, x, residual, weight, bias, residual_bias);
   check_mutable(x, op, "input");
   check_mutable(residual, op, "residual");
   {
     at::AutoDispatchBelowADInplaceOrView guard;
-    fused_add_layer_norm(x, residual, weight, bias, eps);
+    fused_add_layer_norm(x, residual, weight, bias, eps, residual_bias);
   }
   bump_version(x);
   bump_version(residual);
+}
+
+Tensor rms_norm_gated_autograd(const Tensor& x, const Tensor& gate, const optional<Tensor>& weight,
+                               double eps, double weight_offset) {
+  check_no_grad("rms_norm_gated", x, gate, weight);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return rms_norm_gated(x, gate, weight, eps, weight_offset);
+}
+
+// The quantized ops update the optional residual in place: `run` below the autograd keys,
+// then the residual's version bumped.
+template <class Run>
+std::tuple<Tensor, Tensor> quant_in_place(const char* op, const optional<Tensor>& residual,
+                                          Run&& run) {
+  check_mutable(residual, op, "residual");
+  std::tuple<Tensor, Tensor> out;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    out = run();
+  }
+  if (residual.has_value() && residual->defined()) bump_version(*residual);
+  return out;
+}
+
+std::tuple<Tensor, Tensor> rms_norm_quant_autograd(const Tensor& x, const optional<Tensor>& weight,
+                                                   double eps, c10::string_view dtype,
+                                                   int64_t block, const optional<Tensor>& residual,
+                                                   const optional<Tensor>& residual_bias,
+                                                   const optional<Tensor>& gate) {
+  check_no_grad("rms_norm_quant", x, weight, residual, residual_bias, gate);
+  return quant_in_place("rms_norm_quant", residual, [&] {
+    return rms_norm_quant(x, weight, eps, dtype, block, residual, residual_bias, gate);
+  });
+}
+
+std::tuple<Tensor, Tensor> layer_norm_quant_autograd(const Tensor& x,
+                                                     const optional<Tensor>& weight,
+                                                     const optional<Tensor>& bias, double eps,
+                                                     c10::string_view dtype, int64_t block,
+                                                     const optional<Tensor>& residual,
+                                                     const optional<Tensor>& residual_bias) {
+  check_no_grad("layer_norm_quant", x, weight, bias, residual, residual_bias);
+  return quant_in_place("layer_norm_quant", residual, [&] {
+    return layer_norm_quant(x, weight, bias, eps, dtype, block, residual, residual_bias);
+  });
+}
+
+Tensor layer_norm_moments_autograd(const Tensor& x) {
+  check_no_grad("layer_norm_moments", x);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return layer_norm_moments(x);
+}
+
+Tensor rms_norm_moments_autograd(const Tensor& x) {
+  check_no_grad("rms_norm_moments", x);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return rms_norm_moments(x);
+}
+
+Tensor layer_norm_apply_autograd(const Tensor& x, const Tensor& records,
+                                 const optional<Tensor>& weight, const optional<Tensor>& bias,
+                                 double eps) {
+  check_no_grad("layer_norm_apply", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return layer_norm_apply(x, records, weight, bias, eps);
+}
+
+Tensor rms_norm_apply_autograd(const Tensor& x, const Tensor& records,
+                               const optional<Tensor>& weight, double eps) {
+  check_no_grad("rms_norm_apply", x, weight);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return rms_norm_apply(x, records, weight, eps);
+}
+
+Tensor merge_moments_autograd(const Tensor& parts) {
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return merge_moments(parts);
 }
 
 Tensor batch_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
@@ -692,10 +1024,30 @@ TORCH_LIBRARY(simdnorm, m) {
       "float eps=1e-06, float weight_offset=0.) -> Tensor");
   m.def(
       "fused_add_rms_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, "
-      "float eps=1e-06) -> ()");
+      "float eps=1e-06, Tensor? residual_bias=None) -> ()");
   m.def(
       "fused_add_layer_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, Tensor bias, "
-      "float eps=1e-05) -> ()");
+      "float eps=1e-05, Tensor? residual_bias=None) -> ()");
+  m.def(
+      "rms_norm_gated(Tensor input, Tensor gate, Tensor? weight=None, float eps=1e-06, "
+      "float weight_offset=0.) -> Tensor");
+  m.def(
+      "rms_norm_quant(Tensor input, Tensor? weight=None, float eps=1e-06, str dtype='int8', "
+      "int block=0, Tensor(a!)? residual=None, Tensor? residual_bias=None, Tensor? gate=None) "
+      "-> (Tensor, Tensor)");
+  m.def(
+      "layer_norm_quant(Tensor input, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "
+      "str dtype='int8', int block=0, Tensor(a!)? residual=None, Tensor? residual_bias=None) "
+      "-> (Tensor, Tensor)");
+  m.def("layer_norm_moments(Tensor input) -> Tensor");
+  m.def("rms_norm_moments(Tensor input) -> Tensor");
+  m.def(
+      "layer_norm_apply(Tensor input, Tensor moments, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05) -> Tensor");
+  m.def(
+      "rms_norm_apply(Tensor input, Tensor moments, Tensor? weight=None, float eps=1e-06) "
+      "-> Tensor");
+  m.def("merge_moments(Tensor parts) -> Tensor");
   m.def(
       "batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
       "Tensor(b!)? running_var, Tensor(c!)? num_batches_tracked, bool training, "
@@ -714,6 +1066,14 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("rms_norm", &simdnorm_torch::rms_norm);
   m.impl("fused_add_rms_norm", &simdnorm_torch::fused_add_rms_norm);
   m.impl("fused_add_layer_norm", &simdnorm_torch::fused_add_layer_norm);
+  m.impl("rms_norm_gated", &simdnorm_torch::rms_norm_gated);
+  m.impl("rms_norm_quant", &simdnorm_torch::rms_norm_quant);
+  m.impl("layer_norm_quant", &simdnorm_torch::layer_norm_quant);
+  m.impl("layer_norm_moments", &simdnorm_torch::layer_norm_moments);
+  m.impl("rms_norm_moments", &simdnorm_torch::rms_norm_moments);
+  m.impl("layer_norm_apply", &simdnorm_torch::layer_norm_apply);
+  m.impl("rms_norm_apply", &simdnorm_torch::rms_norm_apply);
+  m.impl("merge_moments", &simdnorm_torch::merge_moments);
   m.impl("batch_norm", &simdnorm_torch::batch_norm);
   m.impl("group_norm", &simdnorm_torch::group_norm);
   m.impl("instance_norm", &simdnorm_torch::instance_norm);
@@ -725,6 +1085,14 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("rms_norm", &simdnorm_torch::rms_norm_autograd);
   m.impl("fused_add_rms_norm", &simdnorm_torch::fused_add_rms_norm_autograd);
   m.impl("fused_add_layer_norm", &simdnorm_torch::fused_add_layer_norm_autograd);
+  m.impl("rms_norm_gated", &simdnorm_torch::rms_norm_gated_autograd);
+  m.impl("rms_norm_quant", &simdnorm_torch::rms_norm_quant_autograd);
+  m.impl("layer_norm_quant", &simdnorm_torch::layer_norm_quant_autograd);
+  m.impl("layer_norm_moments", &simdnorm_torch::layer_norm_moments_autograd);
+  m.impl("rms_norm_moments", &simdnorm_torch::rms_norm_moments_autograd);
+  m.impl("layer_norm_apply", &simdnorm_torch::layer_norm_apply_autograd);
+  m.impl("rms_norm_apply", &simdnorm_torch::rms_norm_apply_autograd);
+  m.impl("merge_moments", &simdnorm_torch::merge_moments_autograd);
   m.impl("batch_norm", &simdnorm_torch::batch_norm_autograd);
   m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
   m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);

@@ -3,7 +3,9 @@ and float16 for the row ops).
 
 Importing this package registers the operators ``torch.ops.simdnorm.layer_norm``,
 ``rms_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``, ``normalize``,
-``fused_add_rms_norm`` and ``fused_add_layer_norm`` and provides
+``fused_add_rms_norm``, ``fused_add_layer_norm`` (with an optional ``residual_bias``),
+``rms_norm_gated``, the quantized ``rms_norm_quant`` / ``layer_norm_quant`` and the split
+statistics ``*_moments`` / ``*_apply`` / ``merge_moments``, and provides
 drop-in modules, :func:`normalize` (torch.nn.functional.normalize) and :func:`convert`, which
 swaps the normalization modules of a model in place::
 
@@ -21,7 +23,7 @@ from . import _C
 from .functional import normalize
 from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, ConvertReport, GroupNorm,
                       InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LayerNorm, RMSNorm,
-                      convert, fallback_counts)
+                      RMSNormGated, convert, fallback_counts)
 
 cache_info = _C.cache_info
 clear_cache = _C.clear_cache
@@ -32,7 +34,7 @@ ops = torch.ops.simdnorm
 
 __all__ = [
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "ConvertReport", "GroupNorm",
-    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LayerNorm", "RMSNorm", "RMSNormGated",
     "cache_info", "clear_cache", "convert", "fallback_counts", "kernel_isa", "normalize", "ops",
     "set_cache_capacity",
 ]

@@ -206,6 +206,49 @@ class RMSNorm(nn.Module):
                 f"elementwise_affine={self.elementwise_affine}")
 
 
+class RMSNormGated(nn.Module):
+    """Gated RMSNorm over the last dim, norm before gate (Qwen3-Next's ``RMSNormGated``,
+    Mamba-2's with ``norm_before_gate=True``): forward(x, gate=None) =
+    rms_norm(x) * weight * silu(gate), one float32 computation rounded once into x's dtype
+    (``torch.ops.simdnorm.rms_norm_gated``). Without a gate, RMSNorm. Parameter ``weight``
+    (ones), attribute ``variance_epsilon`` as in the Hugging Face module, so its checkpoints
+    load. The PyTorch fallback (autograd, other dtypes or devices, rows that are not dense) is
+    Hugging Face's forward, which rounds norm(x) into x's dtype before the products (bfloat16
+    and float16 results may differ from simdnorm's by an ulp or two)."""
+
+    def __init__(self, hidden_size, eps=1e-6, device=None, dtype=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
+        self.variance_epsilon = eps
+
+    def forward(self, x, gate=None):
+        def slow(x):
+            return self._reference(x, gate)
+
+        eps = float(self.variance_epsilon)
+        if not _rows_dense(x, 1):
+            return _layout_fallback("rms_norm_gated", x, slow)
+        if gate is None:
+            return _run("rms_norm_gated",
+                        lambda: _ops.rms_norm(x, [x.size(-1)], self.weight, eps),
+                        slow, x, self.weight, row=True)
+        return _run("rms_norm_gated",
+                    lambda: _ops.rms_norm_gated(x, gate, self.weight, eps),
+                    slow, x, self.weight, gate, row=True)
+
+    def _reference(self, x, gate):
+        input_dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        h = self.weight * h.to(input_dtype)
+        if gate is not None:
+            h = h * torch.nn.functional.silu(gate.to(torch.float32))
+        return h.to(input_dtype)
+
+    def extra_repr(self):
+        return f"{self.weight.shape[0]}, eps={self.variance_epsilon}"
+
+
 _RMS_EPS_NAMES = ("eps", "variance_epsilon", "epsilon")
 _rms_subclasses = {}
 

@@ -1,0 +1,416 @@
+"""The fused forms: gated RMSNorm, the residual add's bias, dynamic per-token quantization and
+split statistics (torch.ops.simdnorm.rms_norm_gated, fused_add_*(residual_bias=...),
+rms_norm_quant / layer_norm_quant, *_moments / *_apply / merge_moments).
+
+Tolerances. y is compared with a float64 reference on the same (exactly converted) input within
+the bound of test_ops.py (2e-5 of the output's scale, plus the final rounding for bfloat16 and
+float16); the gate's silu(z) = z / (1 + exp(-z)) is computed in float32 (a few roundings, inside
+that bound). The residual sum h = (x + r) + bias is taken in float32 and rounded once: equal
+bit for bit to PyTorch's ((x.float() + r.float()) + bias.float()).to(dtype).
+
+Quantized codes: the reference is PyTorch's quantizer on the float64 PyTorch norm output:
+scale = amax(|y|) / qmax (127 for int8, 448 for fp8 e4m3fn), q = round-half-even(y / scale)
+(int8) or the nearest E4M3FN code, ties to the even code, saturating at 448. simdnorm's y
+differs from the reference by its float32 error, so a code may be one step away where y / scale
+lies within that error (bound above, scaled, plus two float32 roundings of the product) of a
+rounding boundary: such cases are allowed, counted, and must stay rare (at most 1 in 200
+codes); any other difference fails. The scales agree within the same error of amax.
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import simdnorm_torch
+
+ops = torch.ops.simdnorm
+RTOL = 2e-5
+U32 = 2.0 ** -24
+HALF_U = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+HALF_TINY = {torch.bfloat16: 2.0 ** -134, torch.float16: 2.0 ** -25}
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def bound_of(ref, dtype):
+    """Per-element bound on |y - ref| for a y of dtype (test_ops.py's)."""
+    scale = max(ref.abs().max().item(), 1.0)
+    if dtype == torch.float32:
+        return RTOL * scale + 4 * U32 * ref.abs()
+    u = HALF_U[dtype]
+    return RTOL * scale + u * (ref.abs() + RTOL * scale) + HALF_TINY[dtype]
+
+
+def assert_within(got, ref, dtype):
+    assert got.dtype == dtype and got.shape == ref.shape
+    worst = ((got.double() - ref).abs() / bound_of(ref, dtype)).max().item()
+    assert worst <= 1.0, f"error {worst:.3g} times the bound"
+
+
+def rms64(x, w=None, eps=1e-6, offset=0.0):
+    x = x.double()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if w is None else y * (w.double() + offset)
+
+
+def ln64(x, w=None, b=None, eps=1e-5):
+    return F.layer_norm(x.double(), [x.size(-1)], None if w is None else w.double(),
+                        None if b is None else b.double(), eps)
+
+
+# ---- gated RMSNorm ----------------------------------------------------------------------------
+
+def qwen3_next_rms_norm_gated(x, gate, weight, eps):
+    """Qwen3-Next's RMSNormGated.forward (Hugging Face transformers): norm, then gate."""
+    input_dtype = x.dtype
+    h = x.to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(variance + eps)
+    h = weight * h.to(input_dtype)
+    h = h * F.silu(gate.to(torch.float32))
+    return h.to(input_dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 128), (2, 4096)])
+@pytest.mark.parametrize("wkind", [None, "f32", "same"])
+def test_rms_norm_gated(dtype, shape, wkind):
+    x = torch.randn(shape).to(dtype)
+    z = (torch.randn(shape) * 2).to(dtype)
+    w = None if wkind is None else torch.randn(shape[-1])
+    w_arg = None if w is None else (w if wkind == "f32" else w.to(dtype))
+    got = ops.rms_norm_gated(x, z, w_arg, 1e-6)
+    zd = z.double()
+    ref = rms64(x, None if w_arg is None else w_arg) * (zd * torch.sigmoid(zd))
+    assert_within(got, ref, dtype)
+    if w_arg is not None:  # Hugging Face rounds norm(x) into the dtype first: a few ulps apart
+        hf = qwen3_next_rms_norm_gated(x, z, w_arg.to(dtype), 1e-6)
+        tol = 0 if dtype == torch.float32 else 4 * HALF_U[dtype]
+        err = (got.double() - hf.double()).abs()
+        assert (err <= tol * hf.double().abs() + bound_of(ref, dtype)).all()
+
+
+def test_rms_norm_gated_layouts_and_offset():
+    proj = torch.randn(6, 256)
+    x, z = proj[:, :128], proj[:, 128:]  # both slices of one projection: padded rows
+    w = torch.randn(128)
+    ref = rms64(x, w, offset=1.0) * (z.double() * torch.sigmoid(z.double()))
+    assert_within(ops.rms_norm_gated(x, z, w, 1e-6, 1.0), ref, torch.float32)
+    # a gate of another layout than x is copied into one
+    xc = x.contiguous()
+    assert_within(ops.rms_norm_gated(xc, z, w, 1e-6, 1.0), ref, torch.float32)
+    zt = z.t().contiguous().t()  # column-major gate
+    assert_within(ops.rms_norm_gated(xc, zt, w, 1e-6, 1.0), ref, torch.float32)
+    assert ops.rms_norm_gated(torch.empty(0, 8), torch.empty(0, 8)).shape == (0, 8)
+
+
+def test_rms_norm_gated_module():
+    m = simdnorm_torch.RMSNormGated(64, eps=1e-6)
+    assert set(m.state_dict()) == {"weight"} and torch.equal(m.weight, torch.ones(64))
+    with torch.no_grad():
+        m.weight.copy_(torch.randn(64))
+    x, z = torch.randn(5, 64), torch.randn(5, 64)
+    with torch.no_grad():
+        got = m(x, z)
+        assert torch.equal(got, ops.rms_norm_gated(x, z, m.weight, 1e-6))
+        assert torch.equal(m(x), ops.rms_norm(x, [64], m.weight, 1e-6))  # no gate: RMSNorm
+    before = simdnorm_torch.fallback_counts().get("rms_norm_gated: autograd", 0)
+    y = m(x, z)  # grad mode and a parameter requiring grad: PyTorch's forward
+    assert y.requires_grad
+    assert simdnorm_torch.fallback_counts()["rms_norm_gated: autograd"] == before + 1
+    assert torch.allclose(y, got, rtol=1e-5, atol=1e-5)
+
+
+def test_rms_norm_gated_errors():
+    x = torch.randn(2, 8)
+    with pytest.raises(RuntimeError, match="gate must be a CPU tensor of the input's dtype"):
+        ops.rms_norm_gated(x, x.bfloat16())
+    with pytest.raises(RuntimeError, match="gate must have the input's sizes"):
+        ops.rms_norm_gated(x, torch.randn(2, 4))
+    with pytest.raises(RuntimeError, match="weight has 4 elements, expected 8"):
+        ops.rms_norm_gated(x, x, torch.ones(4))
+    with pytest.raises(RuntimeError, match="weight_offset=1 needs a weight"):
+        ops.rms_norm_gated(x, x, None, 1e-6, 1.0)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.rms_norm_gated(x, x.clone().requires_grad_())
+
+
+# ---- residual bias ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 4096)])
+@pytest.mark.parametrize("op", ["rms", "layer"])
+def test_fused_add_residual_bias(dtype, shape, op):
+    """ONNX Runtime SkipLayerNormalization: h = input + skip + bias (float32, one rounding),
+    y = norm(h); the residual keeps h, the input becomes y."""
+    n = shape[-1]
+    x, r = torch.randn(shape).to(dtype), (torch.randn(shape) * 4).to(dtype)
+    w, b, rb = torch.randn(n), torch.randn(n), torch.randn(n)
+    x0, r0 = x.clone(), r.clone()
+    if op == "rms":
+        ops.fused_add_rms_norm(x, r, w, 1e-6, rb)
+        ref = rms64(r, w)
+        assert torch.equal(x, ops.rms_norm(r, [n], w, 1e-6))
+    else:
+        ops.fused_add_layer_norm(x, r, w, b, 1e-5, residual_bias=rb)
+        ref = ln64(r, w, b)
+        assert torch.equal(x, ops.layer_norm(r, [n], w, b, 1e-5))
+    assert torch.equal(r, ((x0.float() + r0.float()) + rb).to(dtype))
+    assert_within(x, ref, dtype)
+    # the bias in the input's dtype: converted exactly
+    x, r = x0.clone(), r0.clone()
+    if op == "rms":
+        ops.fused_add_rms_norm(x, r, w, 1e-6, rb.to(dtype))
+    else:
+        ops.fused_add_layer_norm(x, r, w, b, 1e-5, rb.to(dtype))
+    assert torch.equal(r, ((x0.float() + r0.float()) + rb.to(dtype).float()).to(dtype))
+
+
+def test_residual_bias_errors():
+    x, r = torch.randn(2, 8), torch.randn(2, 8)
+    with pytest.raises(RuntimeError, match="residual_bias has 4 elements, expected 8"):
+        ops.fused_add_rms_norm(x, r, torch.ones(8), 1e-6, torch.ones(4))
+    with pytest.raises(RuntimeError, match="residual_bias must be a float32 CPU tensor"):
+        ops.fused_add_layer_norm(x, r, torch.ones(8), torch.ones(8), 1e-5,
+                                 torch.ones(8).double())
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.fused_add_rms_norm(x, r, torch.ones(8), 1e-6, torch.ones(8).requires_grad_())
+
+
+# ---- dynamic per-token quantization -------------------------------------------------------------
+
+QMAX = {"int8": 127.0, "float8_e4m3fn": 448.0}
+
+
+def _f8_table():
+    """Values of the E4M3FN codes 0 .. 0x7e (positive, increasing), from the format's
+    definition: 4 exponent bits with bias 7, 3 mantissa bits, no Inf, 0x7f NaN."""
+    vals = []
+    for c in range(0x7f):
+        e, m = c >> 3, c & 7
+        vals.append(m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+    return torch.tensor(vals, dtype=torch.float64)
+
+
+F8 = _f8_table()
+
+
+def ordinals(codes, dtype):
+    """Positions of the codes on the number line (adjacent values one apart; +0 and -0 both
+    0): int8 codes as they are, fp8 sign-magnitude codes as signed magnitudes."""
+    if dtype == "int8":
+        return codes.long()
+    c = codes.long()
+    return torch.where(c >= 0x80, -(c - 0x80), c)
+
+
+def ref_ordinals(v, dtype):
+    """The reference quantizer on v = y / scale (float64): ordinals of its codes."""
+    if dtype == "int8":
+        return torch.round(v).clamp(-128, 127).long()  # torch.round: half to even
+    a = v.abs().clamp(max=448.0)
+    hi = torch.searchsorted(F8, a).clamp(max=0x7e)
+    lo = (hi - 1).clamp(min=0)
+    dl, dh = a - F8[lo], F8[hi] - a
+    pick = torch.where((dl < dh) | ((dl == dh) & (lo % 2 == 0)), lo, hi)
+    pick = torch.where(a >= F8[hi], hi, pick)  # exact hits and saturation
+    return torch.where(v < 0, -pick, pick)
+
+
+def check_quantized(q, scales, y_ref, bound, dtype, block, tally):
+    """q and scales against the reference quantizer applied to y_ref (float64), allowing one
+    step where y_ref / scale is within bound / scale (+ 2 float32 roundings) of a boundary."""
+    qmax = QMAX[dtype]
+    d = y_ref.size(-1)
+    seg = block or d
+    yr = y_ref.reshape(-1, d // seg, seg)
+    br = bound.reshape(-1, d // seg, seg) if torch.is_tensor(bound) else torch.full_like(
+        yr, bound)
+    amax, at = yr.abs().max(-1)
+    amax_bound = br.gather(-1, at.unsqueeze(-1)).squeeze(-1)
+    s = scales.reshape(-1, d // seg).double()
+    assert ((s - amax / qmax).abs() <= (amax_bound + 2 * U32 * amax) / qmax).all(), "scales"
+    inv = (1 / s.float()).double().unsqueeze(-1)  # 1 / scale rounded once in float32
+    inv = torch.where(s.unsqueeze(-1) == 0, torch.zeros_like(inv), inv)
+    v = yr * inv
+    vb = br * inv + 2 * U32 * v.abs()
+    o = ordinals(q.reshape(-1, d // seg, seg), dtype)
+    o_ref, o_lo, o_hi = (ref_ordinals(t, dtype) for t in (v, v - vb, v + vb))
+    ok = (o >= o_lo) & (o <= o_hi) & ((o - o_ref).abs() <= 1)
+    assert ok.all(), f"{(~ok).sum().item()} codes off, first at {(~ok).nonzero()[0].tolist()}"
+    tally[0] += (o != o_ref).sum().item()
+    tally[1] += o.numel()
+
+
+@pytest.fixture(scope="module")
+def quant_tally():
+    tally = [0, 0]
+    yield tally
+    assert tally[0] * 200 <= tally[1], f"{tally[0]} boundary cases of {tally[1]} codes"
+
+
+@pytest.mark.parametrize("qdtype", ["int8", "float8_e4m3fn"])
+@pytest.mark.parametrize("xdtype", DTYPES)
+@pytest.mark.parametrize("op", ["rms", "layer"])
+@pytest.mark.parametrize("d,block", [(7, 0), (64, 0), (64, 32), (256, 64), (4096, 0),
+                                     (4096, 128)])
+def test_norm_quant(qdtype, xdtype, op, d, block, quant_tally):
+    x = (torch.randn(6, d) * 2 + 0.5).to(xdtype)
+    w, b = torch.randn(d), torch.randn(d)
+    if op == "rms":
+        q, scales = ops.rms_norm_quant(x, w, 1e-6, qdtype, block)
+        y_ref, y = rms64(x, w), ops.rms_norm(x, [d], w, 1e-6)
+    else:
+        q, scales = ops.layer_norm_quant(x, w, b, 1e-5, qdtype, block)
+        y_ref, y = ln64(x, w, b), ops.layer_norm(x, [d], w, b, 1e-5)
+    assert q.dtype == (torch.int8 if qdtype == "int8" else torch.uint8)
+    assert q.shape == x.shape and q.is_contiguous()
+    assert scales.dtype == torch.float32
+    assert scales.shape == ((6,) if block == 0 else (6, d // block))
+    check_quantized(q, scales, y_ref, bound_of(y_ref, torch.float32), qdtype, block, quant_tally)
+    if qdtype == "int8":
+        assert q.min() >= -127
+    # y is computed in float32 as for the float output: the 8-bit output's amax is y's (when y
+    # is float32, the row op's y exactly)
+    if xdtype == torch.float32:
+        seg = block or d
+        amax = y.reshape(6, -1, seg).abs().amax(-1).reshape(scales.shape)
+        assert torch.equal(scales, amax / QMAX[qdtype])
+
+
+@pytest.mark.parametrize("qdtype", ["int8", "float8_e4m3fn"])
+def test_norm_quant_fused(qdtype, quant_tally):
+    """The residual add (with its bias) and the gate before the quantizer; padded rows."""
+    d = 128
+    base = torch.randn(2 * 5, d)
+    x, r = base[::2], (torch.randn(2 * 5, d) * 3)[::2]  # padded batch slices
+    z, w, rb = torch.randn(5, d), torch.randn(d), torch.randn(d)
+    x0, r0 = x.clone(), r.clone()
+    versions = x._version, r._version
+    q, s = ops.rms_norm_quant(x, w, 1e-6, qdtype, 32, residual=r, residual_bias=rb, gate=z)
+    assert x._version == versions[0] and r._version > versions[1]
+    assert torch.equal(x, x0)  # the input is only read
+    assert torch.equal(r, (x0 + r0) + rb)
+    ref = rms64(r, w) * (z.double() * torch.sigmoid(z.double()))
+    check_quantized(q, s, ref, bound_of(ref, torch.float32), qdtype, 32, quant_tally)
+    r.copy_(r0)
+    q, s = ops.layer_norm_quant(x, w, rb, 1e-5, qdtype, 0, r)
+    assert torch.equal(r, x0 + r0)
+    ref = ln64(r, w, rb)
+    check_quantized(q, s, ref, bound_of(ref, torch.float32), qdtype, 0, quant_tally)
+
+
+@pytest.mark.parametrize("qdtype,nan_code", [("int8", 0), ("float8_e4m3fn", 0x7f)])
+@pytest.mark.parametrize("op", ["rms", "layer"])
+def test_norm_quant_constant_and_nan_rows(qdtype, nan_code, op):
+    """A row whose y is all 0 (zeros; for LayerNorm any constant row) gets scale 0 and code 0;
+    a NaN in a row makes its scale NaN and every code of the row the NaN code (int8: 0,
+    fp8: 0x7f); the other rows are untouched."""
+    d = 64
+    x = torch.randn(4, d)
+    x[0] = 0.0
+    x[1] = 3.0 if op == "layer" else 0.0
+    x[2, 10] = math.nan
+    f = ops.rms_norm_quant if op == "rms" else ops.layer_norm_quant
+    q, s = f(x, dtype=qdtype)
+    assert s[0] == 0 and s[1] == 0 and (q[:2] == 0).all()
+    assert math.isnan(s[2].item()) and (q[2].long() == nan_code).all()
+    q3, s3 = f(x[3:], dtype=qdtype)
+    assert torch.equal(q[3], q3[0]) and torch.equal(s[3], s3[0])
+
+
+def test_norm_quant_plan_cache_and_errors():
+    simdnorm_torch.clear_cache()
+    x = torch.randn(4, 64)
+    ops.rms_norm_quant(x, None, 1e-6, "int8")
+    ops.rms_norm_quant(x, None, 1e-6, "float8_e4m3fn")
+    ops.rms_norm_quant(x, None, 1e-6, "int8", 32)
+    ops.rms_norm(x, [64], None, 1e-6)
+    assert simdnorm_torch.cache_info()["misses"] == 4  # y type and block are keyed
+    ops.rms_norm_quant(x, None, 1e-6, "int8", 32)
+    assert simdnorm_torch.cache_info()["hits"] == 1
+    with pytest.raises(RuntimeError, match="dtype='int4' is not supported"):
+        ops.rms_norm_quant(x, dtype="int4")
+    with pytest.raises(RuntimeError, match="block"):
+        ops.rms_norm_quant(x, block=48)  # does not divide 64
+    with pytest.raises(RuntimeError, match="block"):
+        ops.layer_norm_quant(x, block=-1)
+    with pytest.raises(RuntimeError, match="residual_bias needs a residual"):
+        ops.layer_norm_quant(x, residual_bias=torch.ones(64))
+    with pytest.raises(RuntimeError, match="residual must have the input's sizes and strides"):
+        ops.rms_norm_quant(x, residual=torch.randn(4, 32))
+    with pytest.raises(RuntimeError, match="input must be float32, bfloat16 or float16"):
+        ops.rms_norm_quant(x.double())
+    q, s = ops.rms_norm_quant(torch.empty(0, 64), block=32)
+    assert q.shape == (0, 64) and s.shape == (0, 2)
+
+
+# ---- split statistics ---------------------------------------------------------------------------
+
+def shard(x, cuts):
+    """The column shards of x at `cuts` (tensor parallelism over the hidden dim)."""
+    edges = [0] + list(cuts) + [x.size(-1)]
+    return [x[..., a:b] for a, b in zip(edges, edges[1:])], edges
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["rms", "layer"])
+@pytest.mark.parametrize("shape,cuts", [((5, 100), (40,)), ((2, 3, 1000), (100, 500, 777)),
+                                        ((4, 4096), (1024, 2048, 3072))])
+def test_split_statistics(dtype, op, shape, cuts):
+    x = (torch.randn(shape) * 2 + 3).to(dtype)
+    n = shape[-1]
+    w, b = torch.randn(n), torch.randn(n)
+    parts, edges = shard(x, cuts)
+    moments = ops.rms_norm_moments if op == "rms" else ops.layer_norm_moments
+    records = [moments(p) for p in parts]  # the shards as views: padded rows
+    for p, rec in zip(parts, records):
+        assert rec.dtype == torch.uint8 and rec.shape == shape[:-1] + (32,)
+        fields = rec.view(torch.int64)
+        assert (fields[..., 0] == p.size(-1)).all()  # count
+        if op == "layer":
+            mean = rec.view(torch.float64)[..., 1]
+            assert torch.allclose(mean, p.double().mean(-1), rtol=1e-6, atol=1e-6)
+    merged = ops.merge_moments(torch.stack(records))
+    assert (merged.view(torch.int64)[..., 0] == n).all()
+    ys = []
+    for p, a, e in zip(parts, edges, edges[1:]):
+        if op == "rms":
+            ys.append(ops.rms_norm_apply(p, merged, w[a:e], 1e-6))
+        else:
+            ys.append(ops.layer_norm_apply(p, merged, w[a:e], b[a:e], 1e-5))
+    got = torch.cat(ys, -1)
+    assert_within(got, rms64(x, w) if op == "rms" else ln64(x, w, b), dtype)
+    # one part: moments, a merge of that part and apply are the one-call op's bits (rows > 256)
+    whole = moments(x)
+    one = ops.merge_moments(whole.unsqueeze(0))
+    assert torch.equal(one, whole)
+    if n > 256:
+        if op == "rms":
+            assert torch.equal(ops.rms_norm_apply(x, one, w, 1e-6), ops.rms_norm(x, [n], w, 1e-6))
+        else:
+            assert torch.equal(ops.layer_norm_apply(x, one, w, b, 1e-5),
+                               ops.layer_norm(x, [n], w, b, 1e-5))
+
+
+def test_split_statistics_errors():
+    x = torch.randn(3, 16)
+    rec = ops.layer_norm_moments(x)
+    with pytest.raises(RuntimeError, match="moments must have sizes"):
+        ops.layer_norm_apply(x, rec[:2])
+    with pytest.raises(RuntimeError, match="moments must be a uint8 CPU tensor"):
+        ops.layer_norm_apply(x, rec.float())
+    with pytest.raises(RuntimeError, match="needs centered moments"):
+        ops.layer_norm_apply(x, ops.rms_norm_moments(x))
+    with pytest.raises(RuntimeError, match="parts must be"):
+        ops.merge_moments(rec[0])  # one record, no parts dim
+    with pytest.raises(RuntimeError, match="kind"):
+        ops.merge_moments(torch.stack([rec, ops.rms_norm_moments(x)]))
+    with pytest.raises(RuntimeError, match="kind=0"):
+        ops.layer_norm_apply(x, torch.zeros(3, 32, dtype=torch.uint8))
+    empty = rec.clone()
+    empty.view(torch.int64)[1, 0] = 0  # a record of no values
+    with pytest.raises(RuntimeError, match="count=0: must be positive"):
+        ops.layer_norm_apply(x, empty)
+    with pytest.raises(RuntimeError, match="8-byte aligned"):
+        ops.layer_norm_apply(x, torch.zeros(3 * 32 + 1, dtype=torch.uint8)[1:].view(3, 32))
