@@ -41,9 +41,9 @@ const std::vector<int>& thread_counts();
 struct rows_cols {
   std::size_t rows, cols;
 };
-inline constexpr rows_cols kFewRows[] = {{1, 4096},   {8, 4096},    {1, 16384},
-                                         {8, 16384},  {2, 65536},   {8, 65536},
-                                         {32, 65536}, {1, 1 << 20}, {1, 4 << 20}};
+inline constexpr rows_cols kFewRows[] = {
+    {1, 4096},  {2, 4096},  {4, 4096},  {8, 4096},   {1, 16384},   {2, 16384},  {4, 16384},
+    {8, 16384}, {2, 65536}, {8, 65536}, {32, 65536}, {1, 1 << 20}, {1, 4 << 20}};
 
 /// The store policy every simdnorm plan is made with
 /// (--simdnorm_stores=automatic|regular|streaming; default automatic).

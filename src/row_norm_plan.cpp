@@ -558,12 +558,16 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   const std::size_t tile = p->cols <= kShortCols ? std::size_t(isa_lanes(kt->id)) : kRowGroup;
   const std::size_t rows_for_elements = (kTaskElements + p->cols - 1) / p->cols;
   p->rows_per_task = (rows_for_elements + tile - 1) / tile * tile;
+  // A call smaller than kInlineElements is one task: it runs inline, no thread is woken.
+  if (elements < kInlineElements) p->rows_per_task = std::max<std::size_t>(p->rows, 1);
   p->row_tasks = (p->rows + p->rows_per_task - 1) / p->rows_per_task;
   // Rows longer than a piece are cut into their pieces across tasks when whole rows would
   // give too few tasks to feed the threads (kSplitRowTasksBelow). The bits stay the same.
   const std::size_t pieces = (p->cols + kPieceElements - 1) / kPieceElements;
   const bool whole_rows = y8 || quant.row_amax;  // a row's scale or amax needs all of it
-  if (pieces > 1 && p->row_tasks < kSplitRowTasksBelow && !whole_rows) p->pieces = pieces;
+  if (pieces > 1 && p->row_tasks < kSplitRowTasksBelow && !whole_rows &&
+      elements >= kInlineElements)
+    p->pieces = pieces;
   p->make_phases();
   plan_access::set(out, std::move(p));
   return {};

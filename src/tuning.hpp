@@ -14,6 +14,15 @@ namespace simdnorm::detail {
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
 inline constexpr std::size_t kTaskElements = 16384;
 
+/// A row-op call over fewer elements of x than this is one task, so it runs inline on the
+/// calling thread: waking a pool thread costs about as much as the whole call. Trades the
+/// second core against the wake-up.
+/// Measured on: a 2-core AMD EPYC (Zen 5) guest, oneTBB pool, quiet machine, simdnorm_bench
+/// few_rows/{layer,rms}_norm, medians of 9, 1 vs 2 threads when split into kTaskElements
+/// tasks: 8 x 4096 (32Ki) 3.2 vs 4.6 us (LayerNorm), 2.8 vs 5.2 us (RMSNorm); 4 x 16384
+/// (64Ki) 5.2 vs 5.6 us and 6.3 vs 6.3 us; 8 x 16384 (128Ki) 15.2 vs 8.6 us and 17.4 vs 9.1 us.
+inline constexpr std::size_t kInlineElements = std::size_t(1) << 17;
+
 /// Rows longer than kPieceElements are spread over tasks piece by piece when whole rows make
 /// fewer tasks than this (a few long rows: LLM decode at hidden sizes beyond a piece, a
 /// LayerNorm over a whole image): pieces' statistics in one phase, fold and normalize in the

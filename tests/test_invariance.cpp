@@ -233,12 +233,14 @@ const driver kDrivers[] = {
     {"host threads, one task per run, reversed", host_threads},
 };
 
-/// Shapes of the thread test: split rows and channels, many small units, long rows.
+/// Shapes of the thread test: split rows and channels, many small units, long rows. The row
+/// shapes are all above the row plans' inline size (kInlineElements, src/tuning.hpp), so that
+/// they make several tasks.
 std::vector<shape3> thread_shapes(const op& o) {
   std::vector<shape3> out;
   if (o.rows()) {
-    for (const shape3& s : {shape3{1, 1, 65537}, shape3{3, 1, 4099}, shape3{1000, 1, 64},
-                            shape3{517, 1, 768}, shape3{64, 1, 16384}, shape3{2000, 1, 33}})
+    for (const shape3& s : {shape3{1, 1, 131073}, shape3{33, 1, 4099}, shape3{2500, 1, 64},
+                            shape3{517, 1, 768}, shape3{64, 1, 16384}, shape3{4001, 1, 33}})
       if (!test::quick() || s.numel() <= 300000) out.push_back(s);  // emulated: smaller shapes
     return out;
   }
@@ -265,6 +267,7 @@ TEST_CASE(
         const call c0 = make_call(o, s, 42);
         simdnorm::plan p;
         REQUIRE(make_plan(o, s, c0, {}, &p).ok());
+        if (o.rows()) CHECK(p.num_tasks(p.num_phases() - 1) > 1);
         call ref = c0;
         all_tasks_inline(p, args_of(o, x.data(), ref));
         const std::vector<float> want = ref.all();

@@ -110,10 +110,11 @@ struct problem {
   }
   // The one-call result of rows [0, n_rows) on `exec`.
   std::vector<float> full(row_op op, std::size_t n_rows, simdnorm::executor* exec,
-                          std::vector<float>* rstd = nullptr) const {
+                          std::vector<float>* rstd = nullptr, std::size_t* phases = nullptr) const {
     simdnorm::plan p;
     const tensor_desc d = desc(n_rows, cols);
     REQUIRE(make(op, d, d, stats_stage::full, &p).ok());
+    if (phases) *phases = p.num_phases();
     std::vector<float> y(n_rows * cols, 7.25f);
     simdnorm::norm_args a;
     a.x = x.data();
@@ -152,20 +153,24 @@ void check_against_reference(row_op op, const problem& pb, const std::vector<flo
 }
 
 TEST_CASE("split rows: a few long rows spread over tasks piece by piece (every ISA)") {
-  // 64 rows make enough tasks to go whole; 3 rows are cut into pieces across tasks. The rows
-  // shared by both must come out bitwise the same, on any executor, and match float64.
-  const std::size_t cols_list[] = {kPiece + 1, 3 * kPiece, 50001};
+  // 64 rows make enough tasks to go whole; 3 rows are cut into pieces across tasks (a second
+  // phase folds them). The rows shared by both must come out bitwise the same, on any
+  // executor, and match float64. 3 rows of these lengths are above the inline size.
+  const std::size_t cols_list[] = {4 * kPiece + 1, 3 * kPiece, 50001};
   test::chunked_thread_executor three(3);
   test::for_each_isa([&](isa active) {
     for (row_op op : kRowOps)
       for (std::size_t cols : cols_list) {
-        if (test::quick() && cols != kPiece + 1) continue;
+        if (test::quick() && cols != 4 * kPiece + 1) continue;
         CAPTURE(name_of(op));
         CAPTURE(cols);
         const problem pb(op, 64, cols, std::uint32_t(cols));
         std::vector<float> rstd_whole, rstd_split;
-        const std::vector<float> whole = pb.full(op, 64, nullptr, &rstd_whole);
-        const std::vector<float> split = pb.full(op, 3, nullptr, &rstd_split);
+        std::size_t phases_whole = 0, phases_split = 0;
+        const std::vector<float> whole = pb.full(op, 64, nullptr, &rstd_whole, &phases_whole);
+        const std::vector<float> split = pb.full(op, 3, nullptr, &rstd_split, &phases_split);
+        CHECK(phases_whole == 1);
+        CHECK(phases_split == 2);
         CHECK(test::bitwise_equal(whole.data(), split.data(), split.size()));
         CHECK(test::bitwise_equal(rstd_whole.data(), rstd_split.data(), 3));
         CHECK(split == pb.full(op, 3, &simdnorm::serial_executor()));
@@ -173,6 +178,23 @@ TEST_CASE("split rows: a few long rows spread over tasks piece by piece (every I
         check_against_reference(op, pb, split, 3, active);
       }
   });
+}
+
+TEST_CASE("split rows: a call under the inline size is one task, whatever its rows") {
+  // Decode-sized calls (a few rows of 4096-16384) run on the calling thread: waking a pool
+  // thread would cost as much as the call (kInlineElements, src/tuning.hpp).
+  const std::size_t shapes[][2] = {{1, 4096}, {8, 4096}, {4, kPiece}, {3, 2 * kPiece + 1}};
+  for (const auto& [rows, cols] : shapes) {
+    CAPTURE(rows);
+    CAPTURE(cols);
+    const tensor_desc d = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)});
+    for (row_op op : kRowOps) {
+      simdnorm::plan p;
+      REQUIRE(make(op, d, d, stats_stage::full, &p).ok());
+      CHECK(p.num_phases() == 1);
+      CHECK(p.num_tasks() == 1);
+    }
+  }
 }
 
 // Runs op on rows [0, rows) of pb with the columns cut at `cuts` (shards [cuts[k], cuts[k+1])):

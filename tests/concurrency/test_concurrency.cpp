@@ -87,29 +87,30 @@ const std::vector<op_case>& cases() {
       return &v.back();
     };
     op_case* c;
-    // Row ops: 4 tasks of long rows; 4 tasks of short rows (the lane-parallel statistics).
-    c = add("layer_norm long rows", tensor_desc::contiguous({96, 640}),
+    // Row ops (above the inline size, kInlineElements): 10 tasks of long rows; 16 tasks of
+    // short rows (the lane-parallel statistics).
+    c = add("layer_norm long rows", tensor_desc::contiguous({256, 640}),
             [](const tensor_desc& d, plan* p) { return plan::layer_norm(d, d, {}, p); });
-    c->affine = 640, c->beta = true, c->stats = 96, c->rstd = 96;
-    c = add("layer_norm short rows", tensor_desc::contiguous({1024, 64}),
+    c->affine = 640, c->beta = true, c->stats = 256, c->rstd = 256;
+    c = add("layer_norm short rows", tensor_desc::contiguous({4096, 64}),
             [](const tensor_desc& d, plan* p) {
               simdnorm::layer_norm_params prm;
               prm.compensated_mean = false;
               return plan::layer_norm(d, d, prm, p);
             });
-    c->affine = 64, c->beta = true, c->stats = 1024, c->rstd = 1024;
-    c = add("rms_norm", tensor_desc::contiguous({96, 640}),
+    c->affine = 64, c->beta = true, c->stats = 4096, c->rstd = 4096;
+    c = add("rms_norm", tensor_desc::contiguous({256, 640}),
             [](const tensor_desc& d, plan* p) { return plan::rms_norm(d, d, {}, p); });
-    c->affine = 640, c->rstd = 96;
-    c = add("lp_norm p=1", tensor_desc::contiguous({96, 640}), [](const tensor_desc& d, plan* p) {
+    c->affine = 640, c->rstd = 256;
+    c = add("lp_norm p=1", tensor_desc::contiguous({256, 640}), [](const tensor_desc& d, plan* p) {
       simdnorm::lp_norm_params prm;
       prm.p = 1;
       return plan::lp_norm(d, d, prm, p);
     });
-    c->rstd = 96;
-    c = add("lp_norm p=2", tensor_desc::contiguous({512, 100}),
+    c->rstd = 256;
+    c = add("lp_norm p=2", tensor_desc::contiguous({1536, 100}),
             [](const tensor_desc& d, plan* p) { return plan::lp_norm(d, d, {}, p); });
-    c->rstd = 512;
+    c->rstd = 1536;
     // BatchNorm inference: 64 planes of 576, 3 tasks.
     add("batch_norm inference nchw", tensor_desc::contiguous({4, 16, 24, 24}),
         [](const tensor_desc& d, plan* p) {
