@@ -72,7 +72,8 @@ expected_native_isa() {
   case "$(uname -m)" in
     aarch64) echo neon64 ;;
     x86_64)
-      if has avx512f avx512cd avx512dq avx512bw; then echo avx512bw
+      if has avx512f avx512cd avx512dq avx512bw avx512_bf16; then echo avx512bf16
+      elif has avx512f avx512cd avx512dq avx512bw; then echo avx512bw
       elif has avx2 fma; then echo avx2_fma
       elif has sse4_2; then echo sse4_2
       else echo sse2; fi ;;
@@ -113,7 +114,7 @@ stage_release() {
 # The ISAs of this architecture, best first: each one's CPU features include the next one's.
 isas_best_first() {
   case "$(uname -m)" in
-    x86_64) echo avx512bw avx2_fma sse4_2 sse2 scalar ;;
+    x86_64) echo avx512bf16 avx512bw avx2_fma sse4_2 sse2 scalar ;;
     aarch64) echo neon64 scalar ;;
     *) echo scalar ;;
   esac

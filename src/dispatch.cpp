@@ -72,7 +72,8 @@ constexpr std::string_view kArch = "";
 // state) before it reports AVX2 or AVX-512, which xsimd 8.1's own check does not.
 #define SIMDNORM_X86_FEATURES(F) \
   F("sse2")                      \
-  F("sse4.2") F("avx2") F("fma") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw")
+  F("sse4.2")                    \
+  F("avx2") F("fma") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw") F("avx512bf16")
 
 // Calls each(feature) for every space-separated word of `features`; false when one returns false.
 template <class F>

@@ -20,12 +20,13 @@
 #ifndef SIMDNORM_ISA_LIST_H
 #define SIMDNORM_ISA_LIST_H
 
-#define SIMDNORM_ISA_LIST(X)                                                      \
-  X(avx512bw, AVX512BW, 4, 16, 1, "x86_64", "avx512f avx512cd avx512dq avx512bw") \
-  X(avx2_fma, AVX2_FMA, 3, 8, 1, "x86_64", "avx2 fma f16c")                       \
-  X(sse4_2, SSE4_2, 2, 4, 0, "x86_64", "sse4.2")                                  \
-  X(sse2, SSE2, 1, 4, 0, "x86_64", "sse2")                                        \
-  X(neon64, NEON64, 5, 4, 1, "aarch64", "")                                       \
+#define SIMDNORM_ISA_LIST(X)                                                                     \
+  X(avx512bf16, AVX512BF16, 6, 16, 1, "x86_64", "avx512f avx512cd avx512dq avx512bw avx512bf16") \
+  X(avx512bw, AVX512BW, 4, 16, 1, "x86_64", "avx512f avx512cd avx512dq avx512bw")                \
+  X(avx2_fma, AVX2_FMA, 3, 8, 1, "x86_64", "avx2 fma f16c")                                      \
+  X(sse4_2, SSE4_2, 2, 4, 0, "x86_64", "sse4.2")                                                 \
+  X(sse2, SSE2, 1, 4, 0, "x86_64", "sse2")                                                       \
+  X(neon64, NEON64, 5, 4, 1, "aarch64", "")                                                      \
   X(scalar, SCALAR, 0, 1, 0, "any", "")
 
 #endif /* SIMDNORM_ISA_LIST_H */

@@ -107,6 +107,14 @@ struct u8_lanes {
   static constexpr bool available = false;
 };
 
+/// The ISA's f32 -> bf16 conversion instruction for W lanes, where it has one: store(p, v)
+/// writes W bf16 and returns true, or writes nothing and returns false when v holds a
+/// subnormal (the instruction flushes those to zero; the caller rounds in integer SIMD then).
+template <std::size_t W>
+struct bf16_hardware {
+  static constexpr bool available = false;
+};
+
 /// The ISA's f16 <-> f32 conversion instructions for W lanes (load, store), where it has them.
 template <std::size_t W>
 struct f16_hardware {

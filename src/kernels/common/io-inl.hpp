@@ -8,7 +8,8 @@
 // kept (as x86's vcvtps2ph / vcvtneps2bf16 and AArch64's fcvt do); +-Inf stays +-Inf; f16
 // results beyond 65504 (from 65520 on) become +-Inf; subnormal inputs and outputs are kept.
 // Vector paths: f16 in hardware where the ISA has it (AVX-512F vcvtph2ps / vcvtps2ph, F16C on
-// the AVX2 unit, AArch64 fcvtl / fcvtn); bf16 and the other f16 paths in integer SIMD (widen
+// the AVX2 unit, AArch64 fcvtl / fcvtn) and bf16 stores where AVX512-BF16 has them
+// (vcvtneps2bf16, subnormals excepted); bf16 and the other f16 paths in integer SIMD (widen
 // and narrow per ISA in x86/convert-inl.hpp and arm/convert-inl.hpp, the arithmetic here).
 // tests/test_convert.cpp checks every one of the 65536 16-bit patterns and rounding cases of
 // f32 against the one-element reference on each ISA.
@@ -199,6 +200,8 @@ SIMDNORM_ALWAYS_INLINE void store_bf16(bf16_t* p, const V& v) {
   if constexpr (V::size == 1) {
     *p = to_bf16(v.v);
   } else {
+    if constexpr (bf16_hardware<V::size>::available)
+      if (bf16_hardware<V::size>::store(reinterpret_cast<std::uint16_t*>(p), v)) return;
     using VI = typename vector_ints<V>::type;
     const VI b = xsimd::bitwise_cast<VI>(v);
     const VI rounded = (b + VI(0x7fffu) + ((b >> 16) & VI(1u))) >> 16;

@@ -1,6 +1,6 @@
-// AVX-512 (avx512bw unit, 16 float lanes): everything the generic kernels do differently on
-// this ISA. Included after common/base-inl.hpp and before every generic template, so that the
-// fma overloads below win overload resolution in all of them; compiled only where the
+// AVX-512 (avx512bw and avx512bf16 units, 16 float lanes): everything the generic kernels do
+// differently on this ISA. Included after common/base-inl.hpp and before every generic template, so
+// that the fma overloads below win overload resolution in all of them; compiled only where the
 // compiler targets AVX-512 (the guard), so the other units see nothing of it.
 //
 // - fma / fms / fnma: xsimd 8.1 has no AVX-512 fma/fms/fnma: it falls back to its generic
@@ -20,7 +20,7 @@
 
 #if defined(__AVX512F__)
 
-using avx512_vector = xsimd::batch<float, xsimd::avx512bw>;
+using avx512_vector = SIMDNORM_ISA_VECTOR;  // xsimd's avx512bw, or the avx512bf16 unit's own arch
 
 inline avx512_vector fma(const avx512_vector& a, const avx512_vector& b, const avx512_vector& c) {
   return _mm512_fmadd_ps(a, b, c);

@@ -1,8 +1,9 @@
 // x86 parts of the element conversions (common/convert-inl.hpp): moving W 16-bit values in and
 // out of the W 32-bit lanes of an integer vector (u16_lanes<W>), and the f16 conversion
 // instructions (f16_hardware<W>): vcvtph2ps / vcvtps2ph of AVX-512F for 16 lanes and of F16C
-// for 8 (the avx2_fma unit is compiled with -mf16c; every AVX2 CPU has it). SSE2 and SSE4.2
-// convert f16 in integer SIMD. Compiled only where the compiler targets SSE2 (the guard).
+// for 8 (the avx2_fma unit is compiled with -mf16c; every AVX2 CPU has it); the bf16 store of
+// AVX512-BF16 (bf16_hardware<16>, the avx512bf16 unit). SSE2 and SSE4.2 convert f16 in integer
+// SIMD. Compiled only where the compiler targets SSE2 (the guard).
 
 #if defined(__SSE2__)
 
@@ -65,6 +66,21 @@ struct u16_lanes<16> {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
   }
 };
+
+#if defined(__AVX512BF16__)
+template <>
+struct bf16_hardware<16> {
+  static constexpr bool available = true;
+  // vcvtneps2bf16 rounds to nearest even and quiets NaN as to_bf16 does, but reads subnormal
+  // inputs as zero whatever MXCSR says: a vector with one (fpclass 0x20) is left to the
+  // integer path, so both paths give the same bits.
+  static bool store(std::uint16_t* p, __m512 v) {
+    if (__builtin_expect(_mm512_fpclass_ps_mask(v, 0x20) != 0, 0)) return false;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), __m256i(_mm512_cvtneps_pbh(v)));
+    return true;
+  }
+};
+#endif
 
 template <>
 struct f16_hardware<16> {
