@@ -6,7 +6,10 @@
 //   gated_rms_norm: y = rms_norm(x) * gamma * silu(z): x, z read, y written
 //                   (unfused: rms_norm, then y *= silu(z));
 //   rms_norm_int8:  int8 y with a dynamic scale per row: x read, 1 byte of y written
-//                   (unfused: rms_norm into f32, then a per-row amax and quantize pass).
+//                   (unfused: rms_norm into f32, then a per-row amax and quantize pass);
+//   adaln:          DiT's y = layer_norm(x) * (1 + scale[b]) + shift[b], no affine, T = 256
+//                   tokens per batch (fewer where the rows are fewer): x read, y written
+//                   (unfused: layer_norm, then the modulation as a second pass over y).
 // Both variants are credited with the fused op's bytes and timed against a copy of those
 // bytes, so the ratio to copy of the unfused variant shows what the fusion saves.
 #include <cmath>
@@ -18,7 +21,7 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t(1) << 20;
 
-enum class fusion { add_rms_norm, gated_rms_norm, rms_norm_int8 };
+enum class fusion { add_rms_norm, gated_rms_norm, rms_norm_int8, adaln };
 
 void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t rows, std::size_t cols,
                   int threads) {
@@ -28,6 +31,9 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
   float* y = bench::shared_buffer(n, 2);
   float* g = bench::shared_buffer(cols, 3);
   float* scales = bench::shared_buffer(rows, 4);
+  const std::size_t tokens = rows < 256 ? rows : 256, batches = rows / tokens;
+  float* mod = bench::shared_buffer(2 * batches * cols, 7);  // [B, 2, D]: scale, shift
+  bench::fill_normal(mod, 2 * batches * cols, 0.0);
   bench::fill_normal(x, n, 0.0);
   bench::fill_normal(r, n, 0.0);
   bench::fill_normal(g, cols, 1.0);
@@ -36,12 +42,17 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
   simdnorm::rms_norm_params prm;
   prm.stores = bench::stores();
   if (f == fusion::rms_norm_int8 && fused) yd.type = simdnorm::dtype::i8;
+  simdnorm::layer_norm_params lnp;
+  lnp.stores = bench::stores();
+  if (f == fusion::adaln && fused) lnp.modulation_tokens = std::int64_t(tokens);
   simdnorm::plan p;
-  if (!bench::check(state, simdnorm::plan::rms_norm(d, yd, prm, &p))) return;
+  if (!bench::check(state, f == fusion::adaln ? simdnorm::plan::layer_norm(d, yd, lnp, &p)
+                                              : simdnorm::plan::rms_norm(d, yd, prm, &p)))
+    return;
   simdnorm::norm_args a;
   a.x = x;
   a.y = y;
-  a.gamma = g;
+  a.gamma = f == fusion::adaln ? nullptr : g;
   std::size_t bytes = 0;  // the fused op's traffic
   switch (f) {
     case fusion::add_rms_norm:
@@ -56,6 +67,14 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
       bytes = 5 * n + 4 * rows;
       if (fused) a.y_scale = scales;
       break;
+    case fusion::adaln:
+      bytes = 8 * n + 8 * batches * cols;
+      if (fused) {
+        a.modulation_scale = mod;
+        a.modulation_shift = mod + cols;
+        a.modulation_stride = std::int64_t(2 * cols);
+      }
+      break;
   }
   auto unfused_step = [&] {  // the elementwise step before or after the norm
     if (f == fusion::add_rms_norm) {
@@ -65,6 +84,13 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
     (void)p.execute(a);
     if (f == fusion::gated_rms_norm)
       for (std::size_t i = 0; i < n; ++i) y[i] *= r[i] / (1.f + std::exp(-r[i]));
+    if (f == fusion::adaln)
+      for (std::size_t k = 0; k < rows; ++k) {
+        const float* scale = mod + k / tokens * 2 * cols;
+        const float* shift = scale + cols;
+        float* yr = y + k * cols;
+        for (std::size_t i = 0; i < cols; ++i) yr[i] = yr[i] * (1.f + scale[i]) + shift[i];
+      }
     if (f == fusion::rms_norm_int8) {
       auto* q = reinterpret_cast<signed char*>(y);  // codes over the f32 row, row by row
       for (std::size_t k = 0; k < rows; ++k) {
@@ -96,7 +122,8 @@ void register_fusion_benchmarks() {
     const char* name;
   } ops[] = {{fusion::add_rms_norm, "add_rms_norm"},
              {fusion::gated_rms_norm, "gated_rms_norm"},
-             {fusion::rms_norm_int8, "rms_norm_int8"}};
+             {fusion::rms_norm_int8, "rms_norm_int8"},
+             {fusion::adaln, "adaln"}};
   for (const auto& o : ops)
     for (bool fused : {true, false})
       for (std::size_t xb : {1 * kMiB, 64 * kMiB})

@@ -118,6 +118,9 @@ simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
   n.residual_bias = a.residual_bias;
   n.y_scale = a.y_scale;
   n.amax = a.amax;
+  n.modulation_scale = a.modulation_scale;
+  n.modulation_shift = a.modulation_shift;
+  n.modulation_stride = a.modulation_stride;
   return n;
 }
 
@@ -162,6 +165,7 @@ status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params*
   q->eps = p->eps;
   q->compensated_mean = p->compensated_mean != 0;
   q->weight_offset = p->weight_offset;
+  q->modulation_tokens = p->modulation_tokens;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
   convert_quant(p->quant, &q->quant);
@@ -173,6 +177,7 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   q->normalized_ndim = p->normalized_ndim;
   q->eps = p->eps;
   q->weight_offset = p->weight_offset;
+  q->modulation_tokens = p->modulation_tokens;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
   convert_quant(p->quant, &q->quant);
@@ -417,7 +422,8 @@ simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void) {
           simdnorm_store_policy(d.stores),
           d.weight_offset,
           simdnorm_stats_stage(d.stage),
-          c_quant(d.quant)};
+          c_quant(d.quant),
+          d.modulation_tokens};
 }
 
 simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
@@ -427,7 +433,8 @@ simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
           simdnorm_store_policy(d.stores),
           d.weight_offset,
           simdnorm_stats_stage(d.stage),
-          c_quant(d.quant)};
+          c_quant(d.quant),
+          d.modulation_tokens};
 }
 
 simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {

@@ -33,6 +33,7 @@ constexpr row_op kL2Norm{
 /// What one phase of a row plan does. A plan runs a short list of them (make_phases).
 enum class row_phase {
   gamma_offset,   ///< one task: gamma + weight_offset into the workspace
+  modulation,     ///< a task per batch: gamma and beta with its adaLN modulation folded in
   rows,           ///< tasks of whole rows: statistics and normalize (the one-call kernel)
   rows_moments,   ///< tasks of whole rows: statistics into norm_args::moments_out
   rows_apply,     ///< tasks of whole rows: normalize from norm_args::moments_in
@@ -59,8 +60,10 @@ struct row_norm_plan final : plan_impl {
   std::size_t x_elem = 4, y_elem = 4;     // bytes per element
   bool same_layout = false;
   float weight_offset = 0.f;  // nonzero: the gamma_offset phase writes gamma + weight_offset
-  quant_params quant;         // 8-bit y and the amax output
-  std::size_t y_scales = 0;   // per row: 8-bit y with dynamic scales (else 0)
+  // adaLN modulation: rows per batch (0: none), batches, floats per folded row (64-byte steps)
+  std::size_t mod_tokens = 0, mod_batches = 0, mod_row_floats = 0;
+  quant_params quant;        // 8-bit y and the amax output
+  std::size_t y_scales = 0;  // per row: 8-bit y with dynamic scales (else 0)
   row_phase phases[3] = {};
   std::size_t phase_count = 0;
   std::size_t gamma_bytes = 0, pieces_offset = 0;  // workspace: gamma_eff, then piece stats
@@ -69,6 +72,7 @@ struct row_norm_plan final : plan_impl {
   std::size_t num_tasks(std::size_t phase) const noexcept override {
     switch (phases[phase]) {
       case row_phase::gamma_offset: return 1;
+      case row_phase::modulation: return mod_batches;
       case row_phase::rows:
       case row_phase::rows_moments:
       case row_phase::rows_apply: return row_tasks;
@@ -86,7 +90,10 @@ struct row_norm_plan final : plan_impl {
   void make_phases() noexcept {
     const bool split = pieces > 1;
     auto add = [&](row_phase p) { phases[phase_count++] = p; };
-    if (weight_offset != 0.f && stage != stats_stage::moments) add(row_phase::gamma_offset);
+    if (mod_tokens != 0)
+      add(row_phase::modulation);  // folds weight_offset too
+    else if (weight_offset != 0.f && stage != stats_stage::moments)
+      add(row_phase::gamma_offset);
     if (stage != stats_stage::apply)
       add(split                        ? row_phase::piece_moments
           : stage == stats_stage::full ? row_phase::rows
@@ -95,6 +102,10 @@ struct row_norm_plan final : plan_impl {
     if (stage == stats_stage::apply || (stage == stats_stage::full && split))
       add(split ? row_phase::piece_apply : row_phase::rows_apply);
     gamma_bytes = phases[0] == row_phase::gamma_offset ? (cols * sizeof(float) + 63) / 64 * 64 : 0;
+    if (mod_tokens != 0) {  // gamma_eff per batch, then (LayerNorm's beta) beta_eff per batch
+      mod_row_floats = (cols + 15) / 16 * 16;
+      gamma_bytes = (op->beta ? 2 : 1) * mod_batches * mod_row_floats * sizeof(float);
+    }
     pieces_offset = gamma_bytes;
   }
 
@@ -139,6 +150,7 @@ struct row_norm_plan final : plan_impl {
       return status::error(status_code::invalid_argument,
                            "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
                            op->name, double(weight_offset));
+    if (const status s = check_modulation(a); !s) return s;
     if (stage == stats_stage::apply) {
       if (a.residual != nullptr || a.residual_out != nullptr)
         return status::error(status_code::invalid_argument,
@@ -164,6 +176,92 @@ struct row_norm_plan final : plan_impl {
     const status s = check_residual(a, y_bytes);
     if (!s) return s;
     return check_aliasing(a.x, x_bytes, a.y, y_bytes, same_layout);
+  }
+
+  /// The adaLN operands against the plan's modulation_tokens, and their overlap with what the
+  /// run writes (y, residual_out): the shift is read while y is written.
+  status check_modulation(const norm_args& a) const noexcept {
+    const bool given = a.modulation_scale != nullptr || a.modulation_shift != nullptr;
+    if (mod_tokens == 0) {
+      if (given || a.modulation_stride != 0)
+        return status::error(status_code::invalid_argument,
+                             "args.modulation_*: this %s plan has no adaLN modulation (make it "
+                             "with params.modulation_tokens)",
+                             op->name);
+      return {};
+    }
+    if (a.modulation_scale == nullptr || a.modulation_shift == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.modulation_%s is null: a %s plan with modulation_tokens=%zu "
+                           "needs both scale and shift",
+                           a.modulation_scale == nullptr ? "scale" : "shift", op->name, mod_tokens);
+    const std::int64_t stride = a.modulation_stride;
+    if (stride < 0 || (stride > 0 && std::uint64_t(stride) < cols))
+      return status::error(status_code::invalid_argument,
+                           "args.modulation_stride=%lld must be 0 (one row for all) or at least "
+                           "the row length %zu",
+                           static_cast<long long>(stride), cols);
+    if (a.gate != nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.gate: gated RMSNorm does not combine with adaLN modulation");
+    const std::int64_t batches = stride == 0 ? 1 : std::int64_t(mod_batches);
+    std::int64_t span = 0;
+    if (__builtin_mul_overflow(batches - 1, stride, &span) ||
+        __builtin_add_overflow(span, std::int64_t(cols), &span) ||
+        __builtin_mul_overflow(span, std::int64_t(sizeof(float)), &span))
+      return status::error(status_code::size_overflow,
+                           "args.modulation_stride=%lld: the modulation rows' span overflows",
+                           static_cast<long long>(stride));
+    const struct {
+      const void* p;
+      const char* name;
+    } inputs[] = {{a.modulation_scale, "args.modulation_scale"},
+                  {a.modulation_shift, "args.modulation_shift"}},
+      outputs[] = {{a.y, "args.y"}, {a.residual_out, "args.residual_out"}};
+    for (const auto& in : inputs)
+      for (const auto& o : outputs) {
+        if (o.p == nullptr) continue;
+        const auto p = reinterpret_cast<std::uintptr_t>(in.p);
+        const auto q = reinterpret_cast<std::uintptr_t>(o.p);
+        const auto q_bytes = std::uintptr_t(o.p == a.y ? y_bytes : x_bytes);
+        if (p < q + q_bytes && q < p + std::uintptr_t(span))
+          return status::error(status_code::invalid_argument,
+                               "%s and %s overlap: the modulation is read while that is written",
+                               in.name, o.name);
+      }
+    return {};
+  }
+
+  /// Row r's config: with adaLN modulation, gamma and beta are its batch's folded rows (the
+  /// modulation phase), or the shift itself for beta where there is no beta to fold.
+  row_norm_config config_of_row(const row_norm_config& c, const norm_args& a,
+                                std::size_t r) const noexcept {
+    if (mod_tokens == 0) return c;
+    const std::size_t b = a.modulation_stride == 0 ? 0 : r / mod_tokens;
+    row_norm_config m = c;
+    const float* folded = static_cast<const float*>(a.workspace);
+    m.gamma = folded + b * mod_row_floats;
+    m.beta = a.beta != nullptr ? folded + (mod_batches + b) * mod_row_floats
+                               : a.modulation_shift + std::ptrdiff_t(b) * a.modulation_stride;
+    return m;
+  }
+
+  /// Batch b's gamma_eff = (gamma + weight_offset) * (1 + scale) (1 + scale without gamma) and
+  /// beta_eff = beta * (1 + scale) + shift, each product and sum rounded in f32.
+  void fold_modulation(const norm_args& a, std::size_t b) const noexcept {
+    if (a.modulation_stride == 0 && b != 0) return;  // one row serves every batch
+    const std::ptrdiff_t at = std::ptrdiff_t(b) * a.modulation_stride;
+    const float* scale = a.modulation_scale + at;
+    const float* shift = a.modulation_shift + at;
+    float* gamma_eff = static_cast<float*>(a.workspace) + b * mod_row_floats;
+    float* beta_eff = gamma_eff + mod_batches * mod_row_floats;
+    for (std::size_t i = 0; i < cols; ++i) {
+      const float s1 = 1.f + scale[i];
+      float g = 1.f;
+      if (a.gamma != nullptr) g = weight_offset != 0.f ? a.gamma[i] + weight_offset : a.gamma[i];
+      gamma_eff[i] = g * s1;
+      if (a.beta != nullptr) beta_eff[i] = a.beta[i] * s1 + shift[i];
+    }
   }
 
   /// The residual pointers, the gate, and their aliasing with x and y (y_span 0: no y).
@@ -265,7 +363,8 @@ struct row_norm_plan final : plan_impl {
     const std::size_t r_end = std::min(rows, end * rows_per_task);
     for (std::size_t r = begin * rows_per_task; r < r_end;) {
       std::int64_t xo, yo;
-      const std::size_t count = std::min(r_end - r, locate(r, xo, yo));
+      std::size_t count = std::min(r_end - r, locate(r, xo, yo));
+      if (mod_tokens != 0) count = std::min(count, mod_tokens - r % mod_tokens);  // one batch
       f(r, count);
       r += count;
     }
@@ -294,6 +393,9 @@ struct row_norm_plan final : plan_impl {
         for (std::size_t i = 0; i < cols; ++i) gamma_eff[i] = a.gamma[i] + weight_offset;
         return;
       }
+      case row_phase::modulation:
+        for (std::size_t b = begin; b < end; ++b) fold_modulation(a, b);
+        return;
       case row_phase::rows:
         return for_each_run(begin, end, [&](std::size_t r, std::size_t count) {
           add_residual(a, r, count, 0, cols);  // h in cache for the norm: one task's rows
@@ -302,7 +404,7 @@ struct row_norm_plan final : plan_impl {
           b.rstd = a.rstd ? a.rstd + r : nullptr;
           b.y_scale = a.y_scale ? a.y_scale + r * y_scales : nullptr;
           b.amax = a.amax ? a.amax + r : nullptr;
-          kernels_of_op->rows[xt][yt](c, b);
+          kernels_of_op->rows[xt][yt](config_of_row(c, a, r), b);
         });
       case row_phase::rows_moments:
         return for_each_run(begin, end, [&](std::size_t r, std::size_t count) {
@@ -334,7 +436,7 @@ struct row_norm_plan final : plan_impl {
             row_block b = block_at(a, r + i, n, 0);
             b.mean = a.mean ? a.mean + r + i : nullptr;
             b.rstd = a.rstd ? a.rstd + r + i : nullptr;
-            kernels_of_op->apply[xt][yt](c, b, t);
+            kernels_of_op->apply[xt][yt](config_of_row(c, a, r), b, t);
           }
         });
       case row_phase::piece_moments:
@@ -361,7 +463,7 @@ struct row_norm_plan final : plan_impl {
               stage == stats_stage::apply
                   ? totals_of(a.moments_in[r])
                   : row_totals{double(cols), kernels_of_op->fold(c, piece_stats + r * pieces)};
-          row_norm_config piece = c;
+          row_norm_config piece = config_of_row(c, a, r);
           piece.cols = std::min(kPieceElements, cols - c0);
           if (piece.gamma) piece.gamma += c0;
           if (piece.beta) piece.beta += c0;
@@ -448,7 +550,7 @@ status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y,
 status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
                      float weight_offset, stats_stage stage, plan* out,
-                     const quant_params& quant = {}) noexcept {
+                     const quant_params& quant = {}, std::int64_t modulation_tokens = 0) noexcept {
   const char* opname = op.name;
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
@@ -504,8 +606,19 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   std::int64_t cols = 1;
   for (int i = first; i < x.ndim; ++i) cols *= x.shape[i];
   std::int64_t rows = 1;
+  for (int i = 0; i < first; ++i) rows *= x.shape[i];
+  if (modulation_tokens < 0 || (modulation_tokens > 0 && rows % modulation_tokens != 0))
+    return status::error(status_code::invalid_argument,
+                         "%s: modulation_tokens=%lld must be 0 (no adaLN modulation) or divide "
+                         "the rows (%lld)",
+                         opname, static_cast<long long>(modulation_tokens),
+                         static_cast<long long>(rows));
+  if (modulation_tokens > 0 && stage == stats_stage::moments)
+    return status::error(status_code::invalid_argument,
+                         "%s: modulation_tokens: a stats_stage::moments plan writes no y to "
+                         "modulate (give it to the apply plan)",
+                         opname);
   for (int i = 0; i < first; ++i) {
-    rows *= x.shape[i];
     if (x.shape[i] == 1) continue;
     const int k = p->n_outer;
     if (k > 0 && p->outer_x_stride[k - 1] == x.strides[i] * x.shape[i] &&
@@ -541,6 +654,10 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.eps = eps;
   p->cfg.compensated_mean = compensated;
   p->weight_offset = weight_offset;
+  if (modulation_tokens > 0) {
+    p->mod_tokens = std::size_t(modulation_tokens);
+    p->mod_batches = std::size_t(rows / modulation_tokens);
+  }
   p->quant = quant;
   const bool y8 = dtype_size(y.type) == 1;
   if (y8 && quant.scaling == quant_scaling::dynamic)
@@ -580,14 +697,14 @@ status plan::layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_
                         plan* out) noexcept {
   return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
                                params.compensated_mean, params.stores, params.weight_offset,
-                               params.stage, out, params.quant);
+                               params.stage, out, params.quant, params.modulation_tokens);
 }
 
 status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
                       plan* out) noexcept {
   return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
-                               params.stores, params.weight_offset, params.stage, out,
-                               params.quant);
+                               params.stores, params.weight_offset, params.stage, out, params.quant,
+                               params.modulation_tokens);
 }
 
 status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,

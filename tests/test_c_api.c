@@ -732,6 +732,48 @@ static void test_fusions(void) {
               "quant.block=3");
 }
 
+/* adaLN: y = layer_norm(x) * (1 + scale[b]) + shift[b] over [B = 2, T = 2, D = 4], the rows
+ * of scale and shift 8 floats apart (stride 8); then the errors of the new fields. */
+static void test_modulation(void) {
+  float x[16], y[16], mod[16];
+  const int64_t shape[3] = {2, 2, 4};
+  simdnorm_tensor_desc d;
+  simdnorm_layer_norm_params p = simdnorm_layer_norm_params_default();
+  simdnorm_norm_args a;
+  size_t r, i;
+  for (i = 0; i < 16; ++i) {
+    x[i] = (float)(i % 4) + (float)(i / 4); /* each row: k, k + 1, k + 2, k + 3 */
+    mod[i] = (float)i / 16.f;               /* batch b: scale at 8b, shift at 8b + 4 */
+  }
+  CHECK(p.modulation_tokens == 0);
+  CHECK(simdnorm_tensor_contiguous(&d, 3, shape) == SIMDNORM_OK);
+  p.modulation_tokens = 2;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = y;
+  a.modulation_scale = mod;
+  a.modulation_shift = mod + 4;
+  a.modulation_stride = 8;
+  CHECK(simdnorm_layer_norm(&d, &d, &p, &a, NULL) == SIMDNORM_OK);
+  for (r = 0; r < 4; ++r)
+    for (i = 0; i < 4; ++i) {
+      /* (i - 1.5) / sqrt(1.25 + eps) */
+      const double t = ((double)i - 1.5) / sqrt(1.25 + 1e-5);
+      const double want = t * (1 + mod[r / 2 * 8 + i]) + mod[r / 2 * 8 + 4 + i];
+      CHECK(fabs(y[r * 4 + i] - want) <= 1e-5);
+    }
+  a.modulation_shift = NULL;
+  CHECK_FAILS(simdnorm_layer_norm(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "modulation_shift");
+  a.modulation_shift = mod + 4;
+  a.modulation_stride = 3;
+  CHECK_FAILS(simdnorm_layer_norm(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "modulation_stride=3");
+  p.modulation_tokens = 3;
+  CHECK_FAILS(simdnorm_layer_norm(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "modulation_tokens=3");
+}
+
 int main(void) {
   CHECK(simdnorm_last_error_message()[0] == '\0'); /* nothing failed yet */
   test_status();
@@ -745,6 +787,7 @@ int main(void) {
   test_bf16();
   test_split_stats();
   test_fusions();
+  test_modulation();
   printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
          simdnorm_isa_name(simdnorm_active_isa()), g_failures);
   return g_failures ? 1 : 0;

@@ -192,11 +192,7 @@ const char* row_op_name(row_op o) {
   return "?";
 }
 
-/// Unit roundoff of the output type: half an ulp relative (2^-24 f32, 2^-8 bf16, 2^-11 f16),
-/// and the absolute half-ulp of its subnormals.
-double unit_roundoff(dtype t) {
-  return t == dtype::f32 ? 0x1p-24 : t == dtype::bf16 ? 0x1p-8 : 0x1p-11;
-}
+/// The absolute half-ulp of the output type's subnormals (test::unit_roundoff: the relative).
 double subnormal_half_ulp(dtype t) {
   return t == dtype::f32 ? 0x1p-150 : t == dtype::bf16 ? 0x1p-134 : 0x1p-25;
 }
@@ -263,7 +259,7 @@ void check_typed(simdnorm::isa active, row_op op, dtype xt, dtype yt, std::size_
   REQUIRE(p.execute(a).ok());
   const std::vector<float> out = in_place ? x.get(xv.size()) : y.get(rows * ys);
 
-  const double uo = unit_roundoff(yt), sub = subnormal_half_ulp(yt);
+  const double uo = test::unit_roundoff(yt), sub = subnormal_half_ulp(yt);
   const std::size_t lanes = test::lanes(active);
   test::failures bad;
   std::vector<double> want(cols);

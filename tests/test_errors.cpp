@@ -230,6 +230,39 @@ const row kRows[] = {
      stage::run, code::invalid_argument, "beta"},
     {"mean output given", op::rms_norm, [](call& c) { c.a.mean = c.big.data(); },
      stage::run, code::invalid_argument, "mean"},
+    {"modulation_tokens not dividing the rows", op::layer_norm,
+     [](call& c) { c.ln.modulation_tokens = 3; },
+     stage::plan, code::invalid_argument, "modulation_tokens=3"},
+    {"modulation_tokens negative", op::rms_norm, [](call& c) { c.rms.modulation_tokens = -2; },
+     stage::plan, code::invalid_argument, "modulation_tokens=-2"},
+    {"modulation on a moments plan", op::layer_norm, [](call& c) {
+       c.ln.modulation_tokens = 2;
+       c.ln.stage = simdnorm::stats_stage::moments;
+     }, stage::plan, code::invalid_argument, "modulation_tokens"},
+    {"modulation scale without shift", op::rms_norm, [](call& c) {
+       c.rms.modulation_tokens = 2;
+       c.a.modulation_scale = c.big.data();
+     }, stage::run, code::invalid_argument, "modulation_shift is null"},
+    {"modulation shift without a modulation plan", op::layer_norm,
+     [](call& c) { c.a.modulation_shift = c.big.data(); },
+     stage::run, code::invalid_argument, "no adaLN modulation"},
+    {"modulation stride shorter than a row", op::layer_norm, [](call& c) {
+       c.ln.modulation_tokens = 2;
+       c.a.modulation_scale = c.big.data();
+       c.a.modulation_shift = c.big.data() + 64;
+       c.a.modulation_stride = 4;
+     }, stage::run, code::invalid_argument, "modulation_stride=4"},
+    {"modulation stride negative", op::rms_norm, [](call& c) {
+       c.rms.modulation_tokens = 4;
+       c.a.modulation_scale = c.big.data();
+       c.a.modulation_shift = c.big.data() + 64;
+       c.a.modulation_stride = -8;
+     }, stage::run, code::invalid_argument, "modulation_stride=-8"},
+    {"modulation shift over y", op::layer_norm, [](call& c) {
+       c.ln.modulation_tokens = 2;
+       c.a.modulation_scale = c.big.data();
+       c.a.modulation_shift = c.y.data() + 8;
+     }, stage::run, code::invalid_argument, "args.modulation_shift and args.y overlap"},
     {"an executor that throws", op::layer_norm, [](call& c) {
        c.xd = c.yd = mat(256, 1024);
        c.x.assign(256 * 1024, 1.f);

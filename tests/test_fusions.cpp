@@ -17,11 +17,6 @@ using test::typed;
 
 double silu(double z) { return z / (1.0 + std::exp(-z)); }
 
-/// Unit roundoff of a stored type.
-double unit_roundoff(dtype t) {
-  return t == dtype::f32 ? 0x1p-24 : t == dtype::bf16 ? 0x1p-8 : 0x1p-11;
-}
-
 /// Compares y with a float64 want where both are finite (within tol), and their classes
 /// (NaN, +-Inf) where want is not.
 void expect_close(test::failures& bad, double got, double want, double tol, std::size_t row,
@@ -88,7 +83,7 @@ void check_gated(const gated_case& c, std::uint32_t seed, simdnorm::isa active,
   const simdnorm::status s = p.execute(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const std::vector<float> got = c.y_over_gate ? z.get(n) : y.get(n);
-  const double uo = unit_roundoff(c.t);
+  const double uo = test::unit_roundoff(c.t);
   const double depth = ref::accumulation_depth(c.cols, test::lanes(active));
   test::failures bad;
   std::vector<double> want(c.cols);

@@ -78,7 +78,7 @@ void check_residual(bool rms, dtype t, std::size_t rows, std::size_t cols, std::
                                    : m == mode::h_over_x ? x.get(n)
                                                          : r.get(n);
   const std::vector<float> y_got = m == mode::h_over_residual_y_over_x ? x.get(n) : y.get(n);
-  const double uo = t == dtype::f32 ? 0x1p-24 : t == dtype::bf16 ? 0x1p-8 : 0x1p-11;
+  const double uo = test::unit_roundoff(t);
   const double depth = ref::accumulation_depth(cols, test::lanes(active));
   test::failures bad;
   std::vector<double> want(cols);

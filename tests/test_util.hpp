@@ -192,6 +192,11 @@ struct typed {
   }
 };
 
+/// Unit roundoff of a stored float type (f32, bf16, f16): half its ulp at 1.
+inline double unit_roundoff(simdnorm::dtype t) {
+  return t == simdnorm::dtype::f32 ? 0x1p-24 : t == simdnorm::dtype::bf16 ? 0x1p-8 : 0x1p-11;
+}
+
 inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0,
                         double sd = 1) {
   std::mt19937 rng(seed);

@@ -140,6 +140,11 @@ struct layer_norm_params {
   float weight_offset = 0.f;
   stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
   quant_params quant;                     ///< 8-bit y and the amax output: see quant_params
+  /// adaLN modulation (DiT): y = norm(x) [* gamma + beta] * (1 + scale) + shift, with one
+  /// scale and one shift row per batch of `modulation_tokens` consecutive rows (x [B, T, D]:
+  /// T), given per call in norm_args::modulation_scale / _shift / _stride. 0: no modulation.
+  /// Must divide the number of rows; not with stats_stage::moments (docs/fusions.md).
+  std::int64_t modulation_tokens = 0;
 };
 
 /// RMSNorm over the trailing `normalized_ndim` dims: y = x / sqrt(mean(x^2) + eps) * gamma.
@@ -153,6 +158,11 @@ struct rms_norm_params {
   float weight_offset = 0.f;
   stats_stage stage = stats_stage::full;  ///< split statistics: see stats_stage
   quant_params quant;                     ///< 8-bit y and the amax output: see quant_params
+  /// adaLN modulation (DiT): y = norm(x) [* gamma + beta] * (1 + scale) + shift, with one
+  /// scale and one shift row per batch of `modulation_tokens` consecutive rows (x [B, T, D]:
+  /// T), given per call in norm_args::modulation_scale / _shift / _stride. 0: no modulation.
+  /// Must divide the number of rows; not with stats_stage::moments (docs/fusions.md).
+  std::int64_t modulation_tokens = 0;
 };
 
 /// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,
@@ -333,6 +343,18 @@ struct norm_args {
   float* y_scale = nullptr;
   /// Written with quant_params::row_amax: one float per row. Required there, refused elsewhere.
   float* amax = nullptr;
+
+  // LayerNorm and RMSNorm with *_params::modulation_tokens = T (adaLN, DiT): row r, in row-major
+  // order of x's outer dims, takes modulation row b = r / T (stride 0: b = 0 for every row),
+  // and y = norm(x) [* gamma + beta] * (1 + scale[b]) + shift[b] (docs/fusions.md has the
+  // rounding). Both are required with such a plan and refused without one. They must not
+  // overlap y or residual_out; the gate is refused with them.
+  /// [B, row length] f32, batch b's row at modulation_scale + b * modulation_stride.
+  const float* modulation_scale = nullptr;
+  const float* modulation_shift = nullptr;  ///< [B, row length] f32, the same layout
+  /// Elements between consecutive batches' rows of scale and shift (DiT's chunked adaLN
+  /// output: 6 * D); 0 broadcasts one row to every row of x; else >= the row length.
+  std::int64_t modulation_stride = 0;
 };
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.

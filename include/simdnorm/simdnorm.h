@@ -192,6 +192,7 @@ typedef struct simdnorm_layer_norm_params {
   float weight_offset;          /**< gamma_eff = gamma + weight_offset; default 0 */
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
   simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
+  int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
 } simdnorm_layer_norm_params;
 
 /** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
@@ -202,6 +203,7 @@ typedef struct simdnorm_rms_norm_params {
   float weight_offset;          /**< gamma_eff = gamma + weight_offset (Gemma: 1); default 0 */
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
   simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
+  int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
 } simdnorm_rms_norm_params;
 
 /** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
@@ -300,6 +302,11 @@ typedef struct simdnorm_norm_args {
   const float* residual_bias; /**< with residual: h = x + residual + bias, [row length] */
   float* y_scale; /**< 8-bit y, dynamic scaling: rows * (row length / block) scales out */
   float* amax;    /**< with quant.row_amax: max |y| per row out */
+  /* adaLN modulation, with params.modulation_tokens = T: y = norm(x) * (1 + scale) + shift,
+   * row r taking batch r / T's row (see simdnorm::norm_args::modulation_scale). */
+  const float* modulation_scale; /**< [B, row length], batch b at + b * modulation_stride */
+  const float* modulation_shift; /**< [B, row length], the same layout */
+  int64_t modulation_stride;     /**< elements between batches; 0: one row for all */
 } simdnorm_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------

@@ -341,7 +341,10 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
 /// Calls f(G, B, Z, S), std::bool_constant arguments, for the affine terms present (gamma,
 /// beta), the gate (Z) and the store kind (S: streaming), among those the op can have
 /// (Stats::has_gamma, has_beta, has_gate; the plan refuses the others): each is its own
-/// instantiation. Streaming stores are only asked for float outputs.
+/// instantiation. Streaming stores are only asked for float outputs. adaLN modulation is no
+/// variant: the plan folds it into cfg.gamma and cfg.beta per batch. An op whose beta is only
+/// that fold (Stats::beta_from_modulation: RMSNorm) has it with gamma and without the gate,
+/// so its beta adds one variant, not three.
 template <class Stats, class TY, class F>
 inline void with_row_variant(const row_norm_config& cfg, const row_block& blk, F f) {
   constexpr bool G = Stats::has_gamma, B = Stats::has_beta, Z = Stats::has_gate;
@@ -357,12 +360,16 @@ inline void with_row_variant(const row_norm_config& cfg, const row_block& blk, F
       stores(gamma, beta, std::false_type{});
   };
   const bool g = G && cfg.gamma != nullptr, b = B && cfg.beta != nullptr;
+  if constexpr (Stats::beta_from_modulation) {
+    if (b) return stores(std::true_type{}, std::true_type{}, std::false_type{});
+  }
+  constexpr bool kBeta = B && !Stats::beta_from_modulation;  // with any gamma and gate
   if (g && b)
-    gated(std::bool_constant<G>{}, std::bool_constant<B>{});
+    gated(std::bool_constant<G>{}, std::bool_constant<kBeta>{});
   else if (g)
     gated(std::bool_constant<G>{}, std::false_type{});
   else if (b)
-    gated(std::false_type{}, std::bool_constant<B>{});
+    gated(std::false_type{}, std::bool_constant<kBeta>{});
   else
     gated(std::false_type{}, std::false_type{});
 }

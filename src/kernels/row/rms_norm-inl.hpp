@@ -1,7 +1,8 @@
 // rms_norm_op: RMSNorm over rows of a 2-D view [rows, cols] with row strides.
 //
 // Formula: y = x * rstd * gamma, rstd = 1 / sqrt(sum(x^2) / cols + eps), gamma optional
-//   (beta is rejected by the plan). Two multiplies per element. Gated RMSNorm (row_block::gate)
+//   (beta is rejected by the plan; adaLN modulation comes in as a per-batch gamma and beta,
+//   y = fma(t, gamma_eff, beta_eff)). Two multiplies per element. Gated RMSNorm (row_block::gate)
 //   then multiplies by silu(gate) = gate / (1 + exp(-gate)) in the normalize pass
 //   (row_value in row/normalize-inl.hpp), still rounding y once.
 // Layout, passes, traffic, grouping: row/normalize-inl.hpp (one statistics pass, one
@@ -17,7 +18,10 @@
 
 struct rms_norm_stats {
   static constexpr bool centered = false;
-  static constexpr bool has_gamma = true, has_beta = false;
+  // No beta of its own (the plan refuses one): a beta here is the adaLN shift the plan folds
+  // per batch (row_norm_plan.cpp), always with a gamma and never with the gate.
+  static constexpr bool has_gamma = true, has_beta = true;
+  static constexpr bool beta_from_modulation = true;
   static constexpr bool has_gate = true;  // gated RMSNorm: y * silu(gate)
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
