@@ -28,8 +28,8 @@ const dtype kTypes[] = {dtype::f32, dtype::bf16, dtype::f16};
 enum class op { bn_inference, bn_training, group_norm, instance_norm, mvn };
 const op kOps[] = {op::bn_inference, op::bn_training, op::group_norm, op::instance_norm, op::mvn};
 const char* op_name(op o) {
-  static const char* const names[] = {"batch_norm inference", "batch_norm training",
-                                      "group_norm", "instance_norm", "mean_variance_norm"};
+  static const char* const names[] = {"batch_norm inference", "batch_norm training", "group_norm",
+                                      "instance_norm", "mean_variance_norm"};
   return names[int(o)];
 }
 
@@ -46,6 +46,8 @@ struct ch_case {
   dtype xt = dtype::f32, yt = dtype::f32;
   std::size_t mis = 0;  // elements past a 64-byte boundary (y: mis + 1)
   bool in_place = false, relu = false, stream = false;
+  simdnorm::stats_stage stage = simdnorm::stats_stage::full;
+  simdnorm::moments* records = nullptr;  // moments: written; apply: read (units_of records)
   std::size_t numel() const { return N * C * S; }
 };
 
@@ -93,8 +95,8 @@ std::size_t unit_of(const ch_case& c, std::size_t n, std::size_t ch) {
 /// Runs the case with x = x_nchw (values exact in c.xt); REQUIREs success.
 ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_nchw) {
   const std::size_t N = c.N, C = c.C, S = c.S, n = c.numel();
-  const std::vector<float> x_in = c.lay == layout::nhwc ? chref::to_nhwc(x_nchw.data(), N, C, S)
-                                                        : x_nchw;
+  const std::vector<float> x_in =
+      c.lay == layout::nhwc ? chref::to_nhwc(x_nchw.data(), N, C, S) : x_nchw;
   test::typed_buffer x(c.xt, n, c.mis), y(c.yt, n, (c.mis + 1) % 4);
   x.set(x_in);
   const tensor_desc xd = desc_of(c, c.xt), yd = desc_of(c, c.yt);
@@ -114,7 +116,7 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
     case op::bn_inference:
     case op::bn_training: {
       simdnorm::batch_norm_params bp;
-      bp.layout = cl, bp.stores = stores, bp.fuse_relu = c.relu;
+      bp.layout = cl, bp.stores = stores, bp.fuse_relu = c.relu, bp.stage = c.stage;
       bp.training = c.o == op::bn_training;
       if (bp.training) {
         a.gamma = prm.g.data(), a.beta = prm.b.data();
@@ -129,21 +131,21 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
     }
     case op::group_norm: {
       simdnorm::group_norm_params gp;
-      gp.num_groups = int(c.groups), gp.layout = cl, gp.stores = stores;
+      gp.num_groups = int(c.groups), gp.layout = cl, gp.stores = stores, gp.stage = c.stage;
       a.gamma = prm.g.data(), a.beta = prm.b.data();
       s = simdnorm::plan::group_norm(xd, yd, gp, &p);
       break;
     }
     case op::instance_norm: {
       simdnorm::instance_norm_params ip;
-      ip.layout = cl, ip.stores = stores;
+      ip.layout = cl, ip.stores = stores, ip.stage = c.stage;
       a.gamma = prm.g.data(), a.beta = prm.b.data();
       s = simdnorm::plan::instance_norm(xd, yd, ip, &p);
       break;
     }
     case op::mvn: {
       simdnorm::mean_variance_norm_params mp;
-      mp.stores = stores;
+      mp.stores = stores, mp.stage = c.stage;
       // every dim but the channels: [N, C, S] {0, 2}, [N, S, C] {0, 1}, [N, C] {0}
       mp.num_axes = c.lay == layout::nc ? 1 : 2;
       mp.axes[0] = 0, mp.axes[1] = c.lay == layout::nchw ? 2 : 1;
@@ -154,6 +156,8 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
   REQUIRE_MESSAGE(s.ok(), s.message());
   if (c.o == op::bn_training || c.o == op::group_norm || c.o == op::instance_norm)
     a.mean = out.mean.data(), a.rstd = out.rstd.data();
+  if (c.stage == simdnorm::stats_stage::moments) a.moments_out = c.records;
+  if (c.stage == simdnorm::stats_stage::apply) a.moments_in = c.records;
   s = p.execute(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const std::vector<float> got = c.in_place ? x.get(n) : y.get(n);
@@ -200,10 +204,9 @@ void check_same_as_f32(const ch_case& c, const ch_params& prm, const std::vector
   std::size_t first = y_want.size();
   for (std::size_t i = 0; i < y_want.size() && first == y_want.size(); ++i)
     if (std::memcmp(&y_want[i], &got.y[i], sizeof(float)) != 0) first = i;
-  CHECK_MESSAGE(first == y_want.size(), "y differs from the f32 op's at " << first << ": got "
-                                                                           << got.y[first]
-                                                                           << " want "
-                                                                           << y_want[first]);
+  CHECK_MESSAGE(first == y_want.size(), "y differs from the f32 op's at "
+                                            << first << ": got " << got.y[first] << " want "
+                                            << y_want[first]);
   CHECK(test::bitwise_equal(got.mean.data(), want.mean.data(), want.mean.size()));
   CHECK(test::bitwise_equal(got.rstd.data(), want.rstd.data(), want.rstd.size()));
   CHECK(test::bitwise_equal(got.rm.data(), want.rm.data(), want.rm.size()));
@@ -219,7 +222,8 @@ void check_oracle(simdnorm::isa active, const ch_case& c, const ch_params& prm,
   std::vector<std::vector<double>> vals(units_of(c));
   for (std::size_t n = 0; n < N; ++n)
     for (std::size_t ch = 0; ch < C; ++ch)
-      for (std::size_t i = 0; i < S; ++i) vals[unit_of(c, n, ch)].push_back(x[(n * C + ch) * S + i]);
+      for (std::size_t i = 0; i < S; ++i)
+        vals[unit_of(c, n, ch)].push_back(x[(n * C + ch) * S + i]);
   std::vector<chref::unit_ref> st(vals.size());
   for (std::size_t u = 0; u < vals.size(); ++u) st[u] = chref::stats(vals[u]);
   const double uo = test::unit_roundoff(c.yt), sub = test::subnormal_half_ulp(c.yt);
@@ -249,9 +253,9 @@ void check_oracle(simdnorm::isa active, const ch_case& c, const ch_params& prm,
         if (c.relu) want = std::max(want, 0.0);
         tol = tol * (1 + uo) + uo * std::fabs(want) + sub;
         bad.expect(std::fabs(got.y[k] - want) <= tol, [&] {
-          return "n " + std::to_string(n) + " c " + std::to_string(ch) + " s " +
-                 std::to_string(i) + ": got " + std::to_string(got.y[k]) + " want " +
-                 std::to_string(want) + " tol " + std::to_string(tol);
+          return "n " + std::to_string(n) + " c " + std::to_string(ch) + " s " + std::to_string(i) +
+                 ": got " + std::to_string(got.y[k]) + " want " + std::to_string(want) + " tol " +
+                 std::to_string(tol);
         });
       }
     }
@@ -275,10 +279,9 @@ const shape3 kRowsNC[] = {{37, 17, 1}, {3000, 3, 1}, {9, 1, 1}};
 void sweep(simdnorm::isa active, op o, dtype xt, dtype yt, std::size_t& v) {
   for (layout lay : {layout::nchw, layout::nhwc, layout::nc}) {
     if (lay == layout::nc && o == op::instance_norm) continue;  // needs a spatial dim
-    for (const shape3& sh : lay == layout::nc ? std::vector<shape3>(std::begin(kRowsNC),
-                                                                    std::end(kRowsNC))
-                                              : std::vector<shape3>(std::begin(kPlanes),
-                                                                    std::end(kPlanes))) {
+    for (const shape3& sh : lay == layout::nc
+                                ? std::vector<shape3>(std::begin(kRowsNC), std::end(kRowsNC))
+                                : std::vector<shape3>(std::begin(kPlanes), std::end(kPlanes))) {
       if (test::quick() && sh.N * sh.C * sh.S > 20000) continue;
       if (o == op::bn_training && sh.N * sh.S < 2) continue;
       ch_case c;
@@ -330,7 +333,7 @@ TEST_CASE("dtypes: NaN and Inf channels stay in their unit, as in f32" *
             const ch_params prm(c.C);
             std::vector<float> x = make_x(c, 99);
             x[1 * c.S + 3] = std::numeric_limits<float>::quiet_NaN();  // n 0, channel 1
-            x[(c.C + 2) * c.S + 5] = -INFINITY;                         // n 1, channel 2
+            x[(c.C + 2) * c.S + 5] = -INFINITY;                        // n 1, channel 2
             const ch_out got = run(c, prm, x);
             check_same_as_f32(c, prm, x, got);
             const bool batch_stats = o != op::bn_inference;
@@ -349,5 +352,40 @@ TEST_CASE("dtypes: NaN and Inf channels stay in their unit, as in f32" *
                 }
               }
           }
+  });
+}
+
+// Split statistics (stats_stage): the moments stage of a 16-bit x records exactly the f32
+// tensor's moments, and the apply stage from those records gives the f32 op's y rounded once.
+TEST_CASE("dtypes: split statistics of 16-bit tensors give the f32 op's records and y" *
+          doctest::skip(!test::all_dtypes)) {
+  test::for_each_isa([](simdnorm::isa) {
+    const dtype pairs[][2] = {
+        {dtype::bf16, dtype::bf16}, {dtype::f16, dtype::f32}, {dtype::f32, dtype::f16}};
+    for (op o : {op::bn_training, op::group_norm, op::instance_norm, op::mvn})
+      for (layout lay : {layout::nchw, layout::nhwc})
+        for (const auto& t : pairs) {
+          ch_case c;
+          c.o = o, c.lay = lay, c.N = 2, c.C = 8, c.S = 300, c.groups = 4;
+          c.xt = t[0], c.yt = t[1], c.mis = 1;
+          CAPTURE(describe(c));
+          const ch_params prm(c.C);
+          const std::vector<float> x = make_x(c, 7);
+          std::vector<simdnorm::moments> r16(units_of(c)), r32(units_of(c));
+          c.stage = simdnorm::stats_stage::moments;
+          c.records = r16.data();
+          run(c, prm, x);
+          ch_case f = c;
+          f.xt = f.yt = dtype::f32;
+          f.records = r32.data();
+          run(f, prm, x);
+          for (std::size_t u = 0; u < r16.size(); ++u) {
+            CHECK(r16[u].count == r32[u].count);
+            CHECK(std::memcmp(&r16[u].mean, &r32[u].mean, sizeof(double)) == 0);
+            CHECK(std::memcmp(&r16[u].m2, &r32[u].m2, sizeof(double)) == 0);
+          }
+          c.stage = simdnorm::stats_stage::apply;
+          check_same_as_f32(c, prm, x, run(c, prm, x));
+        }
   });
 }
