@@ -1,13 +1,13 @@
 // bf16 and f16 tensors in the channel ops (BatchNorm inference and training, GroupNorm,
 // InstanceNorm, MeanVarianceNormalization): every pair of x and y types, on every runnable ISA,
-// in NCHW, NHWC and [N, C], against float64 on values exactly representable in x's type (bound:
-// the f32 op's, from channel_reference.hpp, plus the rounding of y's type), and against the f32
-// op: converting x to f32, running the f32 plan and rounding its y into y's type gives the same
-// bits, and the same statistics (mean, rstd, running statistics), since the kernels read the
-// 16-bit values exactly and count their chunks in elements. Shapes hit the vector tails, the
-// short-plane and interleaved paths, long planes cut into pieces, the split schedule of few
-// channels and the column splits; pointers are misaligned, same-type pairs also run in place,
-// and f32 y from a 16-bit x takes the streaming stores.
+// in NCHW, NHWC, NCHW dims with channels-last strides and [N, C], against float64 on values exactly
+// representable in x's type (bound: the f32 op's, from channel_reference.hpp, plus the rounding of
+// y's type), and against the f32 op: converting x to f32, running the f32 plan and rounding its y
+// into y's type gives the same bits, and the same statistics (mean, rstd, running statistics),
+// since the kernels read the 16-bit values exactly and count their chunks in elements. Shapes hit
+// the vector tails, the short-plane and interleaved paths, long planes cut into pieces, the split
+// schedule of few channels and the column splits; pointers are misaligned, same-type pairs also run
+// in place, and f32 y from a 16-bit x takes the streaming stores.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -33,10 +33,14 @@ const char* op_name(op o) {
   return names[int(o)];
 }
 
-enum class layout { nchw, nhwc, nc };  // [N, C, S], [N, S, C], [N, C] (S = 1)
+// [N, C, S]; [N, S, C]; [N, C] (S = 1); [N, C, S] with channels-last strides (NCHW dims,
+// NHWC memory, as PyTorch's channels_last)
+enum class layout { nchw, nhwc, nc, nchw_strided };
 const char* layout_name(layout l) {
-  return l == layout::nchw ? "nchw" : l == layout::nhwc ? "nhwc" : "nc";
+  static const char* const names[] = {"nchw", "nhwc", "nc", "nchw with channels-last strides"};
+  return names[int(l)];
 }
+bool nhwc_memory(layout l) { return l == layout::nhwc || l == layout::nchw_strided; }
 
 /// One call: the op on a logical x[N][C][S] stored in `lay`, x of type xt and y of type yt.
 struct ch_case {
@@ -61,7 +65,9 @@ tensor_desc desc_of(const ch_case& c, dtype t) {
   const auto n = std::int64_t(c.N), ch = std::int64_t(c.C), s = std::int64_t(c.S);
   if (c.lay == layout::nc) return tensor_desc::contiguous({n, ch}, t);
   if (c.lay == layout::nhwc) return tensor_desc::contiguous({n, s, ch}, t);
-  return tensor_desc::contiguous({n, ch, s}, t);
+  tensor_desc d = tensor_desc::contiguous({n, ch, s}, t);
+  if (c.lay == layout::nchw_strided) d.strides[1] = 1, d.strides[2] = ch;
+  return d;
 }
 
 /// Per-channel parameters of every call of a case: gamma, beta and the running statistics.
@@ -96,7 +102,7 @@ std::size_t unit_of(const ch_case& c, std::size_t n, std::size_t ch) {
 ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_nchw) {
   const std::size_t N = c.N, C = c.C, S = c.S, n = c.numel();
   const std::vector<float> x_in =
-      c.lay == layout::nhwc ? chref::to_nhwc(x_nchw.data(), N, C, S) : x_nchw;
+      nhwc_memory(c.lay) ? chref::to_nhwc(x_nchw.data(), N, C, S) : x_nchw;
   test::typed_buffer x(c.xt, n, c.mis), y(c.yt, n, (c.mis + 1) % 4);
   x.set(x_in);
   const tensor_desc xd = desc_of(c, c.xt), yd = desc_of(c, c.yt);
@@ -148,7 +154,7 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
       mp.stores = stores, mp.stage = c.stage;
       // every dim but the channels: [N, C, S] {0, 2}, [N, S, C] {0, 1}, [N, C] {0}
       mp.num_axes = c.lay == layout::nc ? 1 : 2;
-      mp.axes[0] = 0, mp.axes[1] = c.lay == layout::nchw ? 2 : 1;
+      mp.axes[0] = 0, mp.axes[1] = c.lay == layout::nhwc ? 1 : 2;
       s = simdnorm::plan::mean_variance_norm(xd, yd, mp, &p);
       break;
     }
@@ -161,7 +167,7 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
   s = p.execute(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const std::vector<float> got = c.in_place ? x.get(n) : y.get(n);
-  out.y = c.lay == layout::nhwc ? chref::to_nchw(got.data(), N, C, S) : got;
+  out.y = nhwc_memory(c.lay) ? chref::to_nchw(got.data(), N, C, S) : got;
   CHECK(x.raw.guards_intact());
   CHECK(y.raw.guards_intact());
   if (!c.in_place) CHECK(test::bitwise_equal(x.get(n).data(), x_in.data(), n));  // x unchanged
@@ -277,7 +283,7 @@ const shape3 kRowsNC[] = {{37, 17, 1}, {3000, 3, 1}, {9, 1, 1}};
 /// Every shape and layout of op o with x of type xt and y of type yt; f32 / f32 is the f32
 /// tests' job. `v` rotates the variants (misalignment, in place, ReLU, streaming).
 void sweep(simdnorm::isa active, op o, dtype xt, dtype yt, std::size_t& v) {
-  for (layout lay : {layout::nchw, layout::nhwc, layout::nc}) {
+  for (layout lay : {layout::nchw, layout::nhwc, layout::nc, layout::nchw_strided}) {
     if (lay == layout::nc && o == op::instance_norm) continue;  // needs a spatial dim
     for (const shape3& sh : lay == layout::nc
                                 ? std::vector<shape3>(std::begin(kRowsNC), std::end(kRowsNC))
