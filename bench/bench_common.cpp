@@ -235,6 +235,17 @@ void fill_normal(float* p, std::size_t n, double mean) {
     std::memcpy(p + i, p, std::min<std::size_t>(std::size_t(1) << 16, n - i) * sizeof(float));
 }
 
+bool fill_normal_as(benchmark::State& state, simdnorm::dtype t, void* p, std::size_t n,
+                    double mean) {
+  if (t == simdnorm::dtype::f32) {
+    fill_normal(static_cast<float*>(p), n, mean);
+    return true;
+  }
+  std::vector<float> f(n);
+  fill_normal(f.data(), n, mean);
+  return check(state, simdnorm::convert(f.data(), simdnorm::dtype::f32, p, t, n));
+}
+
 const std::vector<simdnorm::isa>& isas() {
   if (g_isas.empty()) {
     std::size_t n = 0;

@@ -28,6 +28,11 @@ float* shared_buffer(std::size_t floats, int slot);
 /// Fills `n` floats with N(mean, 1) data (deterministic).
 void fill_normal(float* p, std::size_t n, double mean = 0.0);
 
+/// Fills `n` elements of type t at p with fill_normal's values rounded into t; false (and the
+/// benchmark skipped with the message) when the conversion fails.
+bool fill_normal_as(benchmark::State& state, simdnorm::dtype t, void* p, std::size_t n,
+                    double mean = 0.0);
+
 /// ISAs to benchmark: the best runnable one, or all runnable ones when the command line had
 /// --simdnorm_isas=all (parsed by parse_flags).
 const std::vector<simdnorm::isa>& isas();

@@ -24,14 +24,7 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::dtype type, simd
   float* y = bench::shared_buffer(x_bytes / sizeof(float), 1);
   float* g = bench::shared_buffer(cols, 2);
   float* b = bench::shared_buffer(cols, 3);
-  if (type == simdnorm::dtype::f32) {
-    bench::fill_normal(x, rows * cols, 3.0);
-  } else {  // the same values, stored in the type
-    std::vector<float> f(rows * cols);
-    bench::fill_normal(f.data(), f.size(), 3.0);
-    if (!bench::check(state, simdnorm::convert(f.data(), simdnorm::dtype::f32, x, type, f.size())))
-      return;
-  }
+  if (!bench::fill_normal_as(state, type, x, rows * cols, 3.0)) return;
   bench::fill_normal(g, cols, 1.0);
   bench::fill_normal(b, cols, 0.0);
   if (!bench::check(state, simdnorm::force_isa(isa))) return;

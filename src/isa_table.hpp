@@ -147,12 +147,13 @@ using add_rows_fn = void (*)(const add_rows_job& job);
 using convert_fn = void (*)(const void* x, void* y, std::size_t n);
 
 /// The channel ops' normalize pass over a grid of planes (kernels/channel/plane_affine-inl.hpp):
-/// plane (o, i) holds `len` dense floats at x + o * x_outer + i * x_inner (y likewise) and
-/// y = (x - center[k]) * scale[k] + shift[k], k = o * p_outer + i * p_inner; center may be
-/// null (y = x * scale + shift); `relu` then applies max(0, y).
+/// plane (o, i) holds `len` dense elements at x + o * x_outer + i * x_inner (y likewise; x and y
+/// hold elements of the kernel's x and y types) and y = (x - center[k]) * scale[k] + shift[k],
+/// k = o * p_outer + i * p_inner; center may be null (y = x * scale + shift); `relu` then
+/// applies max(0, y).
 struct plane_affine_job {
-  const float* x = nullptr;
-  float* y = nullptr;
+  const void* x = nullptr;
+  void* y = nullptr;
   std::ptrdiff_t x_outer = 0, x_inner = 0, y_outer = 0, y_inner = 0;
   std::size_t outer = 1, inner = 1, len = 0;
   const float* center = nullptr;
@@ -160,14 +161,15 @@ struct plane_affine_job {
   const float* shift = nullptr;
   std::ptrdiff_t p_outer = 0, p_inner = 0;
   bool relu = false;
-  bool stream = false;  ///< non-temporal stores for y
+  bool stream = false;  ///< non-temporal stores for y (f32 y only)
 };
 
 /// The normalize pass over rows of `cols` dense channels, row r at x + r * x_stride:
-/// y[r][c] = (x[r][c] - center[c]) * scale[c] + shift[c] (center may be null), then `relu`.
+/// y[r][c] = (x[r][c] - center[c]) * scale[c] + shift[c] (center may be null), then `relu`;
+/// x and y in the kernel's element types, as plane_affine_job.
 struct row_affine_job {
-  const float* x = nullptr;
-  float* y = nullptr;
+  const void* x = nullptr;
+  void* y = nullptr;
   std::ptrdiff_t x_stride = 0, y_stride = 0;
   std::size_t rows = 0, cols = 0;
   const float* center = nullptr;
@@ -177,12 +179,14 @@ struct row_affine_job {
   bool stream = false;
 };
 
-/// out[u] = moments of unit u < units: `count` segments of `len` dense floats, segment k at
-/// x[u] + k * stride, taken in order as one row (kernels/channel/segment_moments-inl.hpp).
-using segment_moments_fn = void (*)(const float* const* x, std::size_t units, std::ptrdiff_t stride,
+/// out[u] = moments of unit u < units: `count` segments of `len` dense elements of the kernel's
+/// x type, segment k at x[u] + k * stride, taken in order as one row
+/// (kernels/channel/segment_moments-inl.hpp).
+using segment_moments_fn = void (*)(const void* const* x, std::size_t units, std::ptrdiff_t stride,
                                     std::size_t count, std::size_t len, moments_f64* out);
-/// out[c] = moments of column c over `rows` rows of `cols` dense floats, row r at x + r * stride.
-using column_moments_fn = void (*)(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
+/// out[c] = moments of column c over `rows` rows of `cols` dense elements, row r at
+/// x + r * stride.
+using column_moments_fn = void (*)(const void* x, std::ptrdiff_t row_stride, std::size_t rows,
                                    std::size_t cols, moments_f64* out);
 using plane_affine_fn = void (*)(const plane_affine_job& job);
 using row_affine_fn = void (*)(const row_affine_job& job);
@@ -194,10 +198,11 @@ struct kernel_table {
   row_op_kernels l1_norm, l2_norm;  // Lp normalization, p = 1 and 2
   dtype_pairs<convert_fn> convert;
   std::array<add_rows_fn, kDtypes> add_rows;  // [x dtype]
-  segment_moments_fn segment_moments;         // channel ops (src/channel/)
-  column_moments_fn column_moments;
-  plane_affine_fn plane_affine;
-  row_affine_fn row_affine;
+  // The channel ops (src/channel/): x and y f32, bf16 or f16; null for the other types.
+  std::array<segment_moments_fn, kDtypes> segment_moments;  // [x dtype]
+  std::array<column_moments_fn, kDtypes> column_moments;    // [x dtype]
+  dtype_pairs<plane_affine_fn> plane_affine;                // [x dtype][y dtype]
+  dtype_pairs<row_affine_fn> row_affine;                    // [x dtype][y dtype]
 };
 
 // Each ISA's table, defined by src/isa/<name>.cpp when CMake compiles that ISA.

@@ -522,6 +522,29 @@ static void test_bf16(void) {
                 "go together");
     a.residual = NULL;
   }
+  /* a channel op on bf16: InstanceNorm of x as [2, 1, 4] (one plane per row of x) is the f32
+   * op on the same values rounded once into bf16 */
+  {
+    const int64_t shape3[3] = {2, 1, 4};
+    simdnorm_tensor_desc d3, d3f;
+    float yf[8];
+    uint16_t yr[8];
+    simdnorm_norm_args ia = {0};
+    CHECK(simdnorm_tensor_contiguous(&d3f, 3, shape3) == SIMDNORM_OK);
+    d3 = d3f;
+    d3.type = SIMDNORM_DTYPE_BF16;
+    ia.x = xb;
+    ia.y = yb;
+    CHECK(simdnorm_instance_norm(&d3, &d3, NULL, &ia, NULL) == SIMDNORM_OK);
+    ia.x = xf;
+    ia.y = yf;
+    CHECK(simdnorm_instance_norm(&d3f, &d3f, NULL, &ia, NULL) == SIMDNORM_OK);
+    CHECK(simdnorm_convert(yf, SIMDNORM_DTYPE_F32, yr, SIMDNORM_DTYPE_BF16, 8) == SIMDNORM_OK);
+    CHECK(memcmp(yr, yb, sizeof yr) == 0);
+    d3.type = SIMDNORM_DTYPE_I8;
+    CHECK_FAILS(simdnorm_instance_norm(&d3, &d3, NULL, &ia, NULL), SIMDNORM_UNSUPPORTED_DTYPE,
+                "f32, bf16 or f16");
+  }
   d.type = (simdnorm_dtype)9;
   CHECK_FAILS(simdnorm_layer_norm(&d, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "type=9");
   CHECK_FAILS(simdnorm_convert(xf, (simdnorm_dtype)9, y, SIMDNORM_DTYPE_F32, 8),

@@ -192,30 +192,9 @@ const char* row_op_name(row_op o) {
   return "?";
 }
 
-/// The absolute half-ulp of the output type's subnormals (test::unit_roundoff: the relative).
-double subnormal_half_ulp(dtype t) {
-  return t == dtype::f32 ? 0x1p-150 : t == dtype::bf16 ? 0x1p-134 : 0x1p-25;
-}
-
-/// Typed storage with guards: n elements of t, `mis` elements past a 64-byte boundary.
-struct typed_buffer {
-  dtype t;
-  test::buffer raw;
-  typed_buffer(dtype type, std::size_t n, std::size_t mis)
-      : t(type), raw((n * simdnorm::dtype_size(type) + 3) / 4 + 4, 0) {
-    base = reinterpret_cast<unsigned char*>(raw.data()) + mis * simdnorm::dtype_size(type);
-  }
-  unsigned char* base;
-  /// Stores f32 values converted to t (exactly representable ones stay exact).
-  void set(const std::vector<float>& v) {
-    REQUIRE(simdnorm::convert(v.data(), dtype::f32, base, t, v.size()).ok());
-  }
-  std::vector<float> get(std::size_t n) const {
-    std::vector<float> v(n);
-    REQUIRE(simdnorm::convert(base, t, v.data(), dtype::f32, n).ok());
-    return v;
-  }
-};
+using test::subnormal_half_ulp;
+using test::typed_buffer;
+using test::unit_roundoff;
 
 /// One [rows, cols] case with row padding, misalignment and optionally in place: y against the
 /// float64 result of the x values as stored, within the f32 op's bound (see test_layer_norm.cpp,
@@ -386,7 +365,7 @@ TEST_CASE("dtypes: errors are clear and write nothing" * doctest::skip(!test::al
   simdnorm::batch_norm_params bn;
   bn.training = true;
   CHECK(simdnorm::batch_norm(tensor_desc::contiguous({1, 3, 2, 2}, dtype::bf16),
-                             tensor_desc::contiguous({1, 3, 2, 2}, dtype::bf16), bn, a)
+                             tensor_desc::contiguous({1, 3, 2, 2}, dtype::i8), bn, a)
             .code() == simdnorm::status_code::unsupported_dtype);
   tensor_desc bad = xb;
   bad.type = dtype(5);

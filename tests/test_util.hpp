@@ -192,10 +192,34 @@ struct typed {
   }
 };
 
-/// Unit roundoff of a stored float type (f32, bf16, f16): half its ulp at 1.
+/// Unit roundoff of the output type: half an ulp relative (2^-24 f32, 2^-8 bf16, 2^-11 f16),
+/// and the absolute half-ulp of its subnormals.
 inline double unit_roundoff(simdnorm::dtype t) {
   return t == simdnorm::dtype::f32 ? 0x1p-24 : t == simdnorm::dtype::bf16 ? 0x1p-8 : 0x1p-11;
 }
+inline double subnormal_half_ulp(simdnorm::dtype t) {
+  return t == simdnorm::dtype::f32 ? 0x1p-150 : t == simdnorm::dtype::bf16 ? 0x1p-134 : 0x1p-25;
+}
+
+/// Typed storage with guards: n elements of t, `mis` elements past a 64-byte boundary.
+struct typed_buffer {
+  simdnorm::dtype t;
+  buffer raw;
+  typed_buffer(simdnorm::dtype type, std::size_t n, std::size_t mis)
+      : t(type), raw((n * simdnorm::dtype_size(type) + 3) / 4 + 4, 0) {
+    base = reinterpret_cast<unsigned char*>(raw.data()) + mis * simdnorm::dtype_size(type);
+  }
+  unsigned char* base;
+  /// Stores f32 values converted to t (exactly representable ones stay exact).
+  void set(const std::vector<float>& v) {
+    REQUIRE(simdnorm::convert(v.data(), simdnorm::dtype::f32, base, t, v.size()).ok());
+  }
+  std::vector<float> get(std::size_t n) const {
+    std::vector<float> v(n);
+    REQUIRE(simdnorm::convert(base, t, v.data(), simdnorm::dtype::f32, n).ok());
+    return v;
+  }
+};
 
 inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0,
                         double sd = 1) {

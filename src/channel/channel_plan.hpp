@@ -51,9 +51,13 @@ struct part_range {
   std::int64_t k0, k1, s0, s1;
 };
 
-/// x and y of a channel plan's call: f32 (make_channel_plan refuses other types).
-inline const float* x_f32(const norm_args& a) { return static_cast<const float*>(a.x); }
-inline float* y_f32(const norm_args& a) { return static_cast<float*>(a.y); }
+/// A plan's kernels, chosen at creation for its x and y types (f32, bf16, f16).
+struct channel_kernels {
+  segment_moments_fn segment_moments = nullptr;
+  column_moments_fn column_moments = nullptr;
+  plane_affine_fn plane_affine = nullptr;
+  row_affine_fn row_affine = nullptr;
+};
 
 struct channel_norm_plan final : plan_impl {
   ch_op op = ch_op::bn_inference;
@@ -62,9 +66,11 @@ struct channel_norm_plan final : plan_impl {
   float eps = 0.f;
   bool relu = false, stream = false;
   bool per_group_affine = false;
-  std::int64_t kept_channels = 1;  ///< C of the tensor (gamma index = channel % this)
-  running_rule running;            ///< BatchNorm training
-  std::vector<float> folded;       ///< BatchNorm inference: scale[C] then shift[C]
+  std::int64_t kept_channels = 1;       ///< C of the tensor (gamma index = channel % this)
+  running_rule running;                 ///< BatchNorm training
+  std::vector<float> folded;            ///< BatchNorm inference: scale[C] then shift[C]
+  channel_kernels ck;                   ///< for x's and y's element types
+  std::int64_t x_elem = 4, y_elem = 4;  ///< bytes per element of x and y
   // aliasing
   std::int64_t x_span = 0, y_span = 0;  // bytes
   bool same_strides = false;
@@ -138,8 +144,16 @@ struct channel_norm_plan final : plan_impl {
 
   // ---- planes (phases_planes.cpp) -----------------------------------------------------------
 
-  const float* unit_x(const norm_args& a, std::size_t q) const;
-  float* unit_y(const norm_args& a, std::size_t q) const;
+  /// Element `i` (geometry strides are in elements) of a call's x and y.
+  const void* x_at(const norm_args& a, std::int64_t i) const {
+    return static_cast<const char*>(a.x) + i * x_elem;
+  }
+  void* y_at(const norm_args& a, std::int64_t i) const {
+    return static_cast<char*>(a.y) + i * y_elem;
+  }
+  /// Element `off` of unit q's x and y.
+  const void* unit_x(const norm_args& a, std::size_t q, std::int64_t off = 0) const;
+  void* unit_y(const norm_args& a, std::size_t q, std::int64_t off = 0) const;
   part_range part_of(std::size_t j) const { return part_of(j, parts); }
   part_range part_of(std::size_t j, std::size_t n) const;
   void normalize_unit(const norm_args& a, std::size_t q, const unit_stats& s,

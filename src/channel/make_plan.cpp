@@ -95,11 +95,22 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
                          std::shared_ptr<channel_norm_plan> p, const int* kd, int nk,
                          std::int64_t kept_channels, std::int64_t group, plan* out) {
   const char* name = op_name(p->op);
-  if (x.type != dtype::f32 || y.type != dtype::f32)
+  if (dtype_size(x.type) == 1 || dtype_size(y.type) == 1)
     return status::error(status_code::unsupported_dtype,
-                         "%s: x is %s and y is %s; the channel ops take f32 only so far (bf16 "
-                         "and f16: layer_norm, rms_norm, lp_norm)",
+                         "%s: x is %s and y is %s; the channel ops take f32, bf16 or f16 (the "
+                         "8-bit types are outputs of layer_norm and rms_norm)",
                          name, dtype_name(x.type), dtype_name(y.type));
+  const kernel_table& kt = *p->kernels;
+  const std::size_t xt = std::size_t(x.type), yt = std::size_t(y.type);
+  p->ck = {kt.segment_moments[xt], kt.column_moments[xt], kt.plane_affine[xt][yt],
+           kt.row_affine[xt][yt]};
+  if (p->ck.plane_affine == nullptr)
+    return status::error(status_code::unsupported_dtype,
+                         "%s: x %s, y %s: this build has f32 channel kernels only "
+                         "(SIMDNORM_ALL_DTYPES=OFF)",
+                         name, dtype_name(x.type), dtype_name(y.type));
+  p->x_elem = std::int64_t(dtype_size(x.type));
+  p->y_elem = std::int64_t(dtype_size(y.type));
   p->kept_channels = kept_channels;
   int rd[max_dims], nr = 0;
   for (int d = 0; d < x.ndim; ++d)
@@ -113,7 +124,7 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
   if (!elements_disjoint(y))
     return status::error(status_code::unsupported_layout, "%s: y's strides make elements overlap",
                          name);
-  p->same_strides = true;
+  p->same_strides = x.type == y.type;  // in place needs the same type
   for (int i = 0; i < x.ndim; ++i)
     if (x.shape[i] != 1 && x.strides[i] != y.strides[i]) p->same_strides = false;
   p->x_span = span_bytes(x);
@@ -179,10 +190,12 @@ std::shared_ptr<channel_norm_plan> new_plan(ch_op op, status* s) {
   return p;
 }
 
-bool streaming(store_policy sp, const tensor_desc& x) {
+bool streaming(store_policy sp, const tensor_desc& x, const tensor_desc& y) {
   std::size_t n = 1;
   for (int i = 0; i < x.ndim; ++i) n *= std::size_t(x.shape[i]);
-  return use_streaming_stores(sp, n * sizeof(float), n * sizeof(float));
+  // The kernels stream whole vectors of floats: f32 y only, as the row ops.
+  return y.type == dtype::f32 &&
+         use_streaming_stores(sp, n * dtype_size(x.type), n * dtype_size(y.type));
 }
 
 }  // namespace simdnorm::detail::channel

@@ -23,8 +23,8 @@ status check_layout(channel_layout l, const char* name);
 /// A new plan of `op` on the selected kernels, or null with *s set.
 std::shared_ptr<channel_norm_plan> new_plan(ch_op op, status* s);
 
-/// Whether y is written with streaming stores under policy `sp` (y has x's size).
-bool streaming(store_policy sp, const tensor_desc& x);
+/// Whether y is written with streaming stores under policy `sp` (y has x's shape; f32 y only).
+bool streaming(store_policy sp, const tensor_desc& x, const tensor_desc& y);
 
 /// Validation common to every channel op, then geometry and schedule; installs the plan in
 /// *out. `kd`: kept dims in order; the other dims are reduced. `kept_channels`: C; `group`:

@@ -37,10 +37,10 @@ void channel_norm_plan::run_infer_rows(const norm_args& a, std::size_t begin,
   const std::size_t r0 = begin * rows_per_task;
   const std::size_t r1 = std::min<std::size_t>(g.R, end * rows_per_task);
   if (r0 >= r1) return;
-  j.x = x_f32(a) + std::int64_t(r0) * g.xr;
-  j.y = y_f32(a) + std::int64_t(r0) * g.yr;
+  j.x = x_at(a, std::int64_t(r0) * g.xr);
+  j.y = y_at(a, std::int64_t(r0) * g.yr);
   j.rows = r1 - r0;
-  kernels->row_affine(j);
+  ck.row_affine(j);
 }
 
 void channel_norm_plan::run_col_partial(const norm_args& a, std::size_t begin,
@@ -48,9 +48,9 @@ void channel_norm_plan::run_col_partial(const norm_args& a, std::size_t begin,
   for (std::size_t t = begin; t < end; ++t) {
     const std::size_t b = t / splits, i = t % splits;
     const std::int64_t r0 = split_row(*this, i), r1 = split_row(*this, i + 1);
-    kernels->column_moments(x_f32(a) + std::int64_t(b) * g.xb + r0 * g.xr, std::ptrdiff_t(g.xr),
-                            std::size_t(r1 - r0), std::size_t(g.C),
-                            col_partials(a) + (b * splits + i) * std::size_t(g.C));
+    ck.column_moments(x_at(a, std::int64_t(b) * g.xb + r0 * g.xr), std::ptrdiff_t(g.xr),
+                      std::size_t(r1 - r0), std::size_t(g.C),
+                      col_partials(a) + (b * splits + i) * std::size_t(g.C));
   }
 }
 
@@ -124,8 +124,8 @@ void channel_norm_plan::run_col_normalize(const norm_args& a, std::size_t begin,
     const std::size_t r0 = blk * rows_per_task, r1 = std::min<std::size_t>(g.R, r0 + rows_per_task);
     const float* prm = col_params(*this, a) + b * 3 * C;
     row_affine_job j;
-    j.x = x_f32(a) + std::int64_t(b) * g.xb + std::int64_t(r0) * g.xr;
-    j.y = y_f32(a) + std::int64_t(b) * g.yb + std::int64_t(r0) * g.yr;
+    j.x = x_at(a, std::int64_t(b) * g.xb + std::int64_t(r0) * g.xr);
+    j.y = y_at(a, std::int64_t(b) * g.yb + std::int64_t(r0) * g.yr);
     j.x_stride = g.xr;
     j.y_stride = g.yr;
     j.rows = r1 - r0;
@@ -135,7 +135,7 @@ void channel_norm_plan::run_col_normalize(const norm_args& a, std::size_t begin,
     j.shift = prm + 2 * C;
     j.relu = relu;
     j.stream = stream;
-    kernels->row_affine(j);
+    ck.row_affine(j);
   }
 }
 

@@ -9,14 +9,14 @@
 
 namespace simdnorm::detail::channel {
 
-const float* channel_norm_plan::unit_x(const norm_args& a, std::size_t q) const {
+const void* channel_norm_plan::unit_x(const norm_args& a, std::size_t q, std::int64_t off) const {
   const std::int64_t b = std::int64_t(q) / g.U, u = std::int64_t(q) % g.U;
-  return x_f32(a) + b * g.xb + u * g.xu;
+  return x_at(a, b * g.xb + u * g.xu + off);
 }
 
-float* channel_norm_plan::unit_y(const norm_args& a, std::size_t q) const {
+void* channel_norm_plan::unit_y(const norm_args& a, std::size_t q, std::int64_t off) const {
   const std::int64_t b = std::int64_t(q) / g.U, u = std::int64_t(q) % g.U;
-  return y_f32(a) + b * g.yb + u * g.yu;
+  return y_at(a, b * g.yb + u * g.yu + off);
 }
 
 /// Part j of a unit cut into n parts: ranges of whole segments when there are at least n
@@ -42,8 +42,8 @@ bool channel_norm_plan::per_segment_affine(const norm_args& a) const {
 void channel_norm_plan::normalize_unit(const norm_args& a, std::size_t q, const unit_stats& s,
                                        const part_range& r) const {
   plane_affine_job j;
-  j.x = unit_x(a, q) + r.k0 * g.xs + r.s0;
-  j.y = unit_y(a, q) + r.k0 * g.ys + r.s0;
+  j.x = unit_x(a, q, r.k0 * g.xs + r.s0);
+  j.y = unit_y(a, q, r.k0 * g.ys + r.s0);
   j.x_outer = g.xs;
   j.y_outer = g.ys;
   j.len = std::size_t(r.s1 - r.s0);
@@ -57,24 +57,24 @@ void channel_norm_plan::normalize_unit(const norm_args& a, std::size_t q, const 
   if (!per_segment_affine(a)) {  // one (center, scale, shift) for the whole unit
     fold(s, u * g.group, a, &c, &sc, &sh);
     j.outer = std::size_t(r.k1 - r.k0);
-    kernels->plane_affine(j);
+    ck.plane_affine(j);
     return;
   }
   for (std::int64_t k = r.k0; k < r.k1; ++k) {  // GroupNorm: segment k is channel k
     fold(s, u * g.group + k, a, &c, &sc, &sh);
+    j.x = unit_x(a, q, k * g.xs + r.s0);
+    j.y = unit_y(a, q, k * g.ys + r.s0);
     j.outer = 1;
-    kernels->plane_affine(j);
-    j.x += g.xs;
-    j.y += g.ys;
+    ck.plane_affine(j);
   }
 }
 
 moments_f64 channel_norm_plan::part_moments(const norm_args& a, std::size_t q,
                                             const part_range& r) const {
-  const float* x = unit_x(a, q) + r.k0 * g.xs + r.s0;
+  const void* x = unit_x(a, q, r.k0 * g.xs + r.s0);
   moments_f64 m;
-  kernels->segment_moments(&x, 1, std::ptrdiff_t(g.xs), std::size_t(r.k1 - r.k0),
-                           std::size_t(r.s1 - r.s0), &m);
+  ck.segment_moments(&x, 1, std::ptrdiff_t(g.xs), std::size_t(r.k1 - r.k0),
+                     std::size_t(r.s1 - r.s0), &m);
   return m;
 }
 
@@ -95,11 +95,10 @@ void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::si
   }
   for (std::size_t q0 = begin * units_per_task; q0 < q_end; q0 += kBlock) {
     const std::size_t n = std::min(kBlock, q_end - q0);
-    const float* xs[kBlock];
+    const void* xs[kBlock];
     for (std::size_t r = 0; r < n; ++r) xs[r] = unit_x(a, q0 + r);
     moments_f64 m[kBlock];
-    kernels->segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg), std::size_t(g.len),
-                             m);
+    ck.segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg), std::size_t(g.len), m);
     if (stage == stats_stage::moments) {
       for (std::size_t r = 0; r < n; ++r) record_moments(a, q0 + r, m[r]);
       continue;
@@ -128,7 +127,7 @@ void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::si
     j.p_inner = 1;
     j.relu = relu;
     j.stream = stream;
-    kernels->plane_affine(j);
+    ck.plane_affine(j);
   }
 }
 
@@ -208,12 +207,12 @@ void channel_norm_plan::run_infer_planes(const norm_args& a, std::size_t begin,
       const std::int64_t k = std::int64_t(p) / g.U, u = std::int64_t(p) % g.U;
       const std::int64_t s0 = piece_bound(g.len, std::int64_t(i), std::int64_t(pieces));
       const std::int64_t s1 = piece_bound(g.len, std::int64_t(i + 1), std::int64_t(pieces));
-      j.x = x_f32(a) + k * g.xs + u * g.xu + s0;
-      j.y = y_f32(a) + k * g.ys + u * g.yu + s0;
+      j.x = x_at(a, k * g.xs + u * g.xu + s0);
+      j.y = y_at(a, k * g.ys + u * g.yu + s0);
       j.len = std::size_t(s1 - s0);
       j.scale = folded.data() + u;
       j.shift = folded.data() + g.U + u;
-      kernels->plane_affine(j);
+      ck.plane_affine(j);
     }
     return;
   }
@@ -226,19 +225,19 @@ void channel_norm_plan::run_infer_planes(const norm_args& a, std::size_t begin,
   while (p < p1) {
     const std::int64_t k = std::int64_t(p) / g.U, u = std::int64_t(p) % g.U;
     plane_affine_job r = j;
-    r.x = x_f32(a) + k * g.xs + u * g.xu;
-    r.y = y_f32(a) + k * g.ys + u * g.yu;
+    r.x = x_at(a, k * g.xs + u * g.xu);
+    r.y = y_at(a, k * g.ys + u * g.yu);
     r.scale = folded.data() + u;
     r.shift = folded.data() + g.U + u;
     if (u != 0 || p1 - p < std::size_t(g.U)) {  // a partial row of units
       r.inner = std::min<std::size_t>(std::size_t(g.U - u), p1 - p);
-      kernels->plane_affine(r);
+      ck.plane_affine(r);
       p += r.inner;
       continue;
     }
     r.outer = (p1 - p) / std::size_t(g.U);  // whole rows
     r.inner = std::size_t(g.U);
-    kernels->plane_affine(r);
+    ck.plane_affine(r);
     p += r.outer * r.inner;
   }
 }

@@ -55,7 +55,7 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
   p->eps = bp.eps;
   p->stage = bp.stage;
   p->relu = bp.fuse_relu;
-  p->stream = streaming(bp.stores, x);
+  p->stream = streaming(bp.stores, x, y);
   p->running.momentum = double(bp.momentum);
   p->running.convention = bp.convention;
   p->running.cumulative = bp.cumulative;

@@ -23,7 +23,7 @@ status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layou
   if (!p) return s;
   p->eps = eps;
   p->stage = stage;
-  p->stream = streaming(stores, x);
+  p->stream = streaming(stores, x, y);
   p->per_group_affine = per_group;
   const int kd[2] = {0, ca};
   return make_channel_plan(x, y, std::move(p), kd, 2, C, C / groups, out);

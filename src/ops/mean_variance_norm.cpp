@@ -33,7 +33,7 @@ status make_mvn(const tensor_desc& x, const tensor_desc& y, const mean_variance_
   if (!p) return s;
   p->eps = mp.eps;
   p->stage = mp.stage;
-  p->stream = streaming(mp.stores, x);
+  p->stream = streaming(mp.stores, x, y);
   int kd[max_dims], nk = 0;
   std::int64_t kept = 1;
   for (int d = 0; d < x.ndim; ++d)

@@ -7,10 +7,14 @@
 //   and shift were folded in double at plan creation). With a center (the batch mean rounded
 //   to float, its rounding error folded into shift), x - center is exact for x near the mean,
 //   so data with a large mean keep the accuracy of their deviations: one sub and one FMA.
-// Memory traffic per element: x read once, y written once (8 bytes), parameters from L1.
-//   With `stream`, y goes out with non-temporal stores (aligned body, scalar head and tail)
-//   and x is prefetched kStreamPrefetch floats ahead: beyond the last-level cache both are
-//   needed to approach the copy limit (docs/performance.md).
+// Element types: x and y are float, bf16_t or f16_t (any pair), read and written only through
+//   io (common/io-inl.hpp); the arithmetic is f32 whatever they are, so a 16-bit x gives the
+//   bits of the f32 tensor holding the same values, rounded once into y's type.
+// Memory traffic per element: x read once, y written once (8 bytes in f32, 4 in bf16 / f16),
+//   parameters from L1. With `stream` (f32 y only: plans never ask it of a 16-bit y), y goes
+//   out with non-temporal stores (aligned body, scalar head and tail) and x is prefetched
+//   kStreamPrefetch floats' worth of bytes ahead: beyond the last-level cache both are needed
+//   to approach the copy limit (docs/performance.md).
 // Partial vectors: a partial last vector is computed from a full vector ending at the row's
 //   end, loaded before the body is stored and stored last, so in-place use (y == x) stays
 //   correct. Rows shorter than a vector run scalar.
@@ -27,14 +31,15 @@ inline V relu_max(const V& v) {
 /// y[0, n) = f(x[0, n)) for a unary vector/scalar pair, with the overlapping partial last
 /// vector described in the banner, or streaming stores. Inlined into the plane and row loops:
 /// a 7x7 plane is 4 vectors, so a call per plane would cost as much as the plane.
-template <class V, bool Stream, class FV, class F1>
-SIMDNORM_ALWAYS_INLINE void map_row(const float* x, float* y, std::size_t n, FV fv, F1 f1) {
+template <class V, bool Stream, class TX, class TY, class FV, class F1>
+SIMDNORM_ALWAYS_INLINE void map_row(const TX* x, TY* y, std::size_t n, FV fv, F1 f1) {
   constexpr std::size_t W = V::size;
   if constexpr (Stream) {  // large data: also prefetch x a few KiB ahead, as memcpy does
+    constexpr std::size_t ahead = kStreamPrefetch * sizeof(float) / sizeof(TX);
     store_row<V, true>(
         y, n,
         [&](std::size_t i) {
-          if (i % kLineFloats == 0) __builtin_prefetch(x + i + kStreamPrefetch, 0, 3);
+          if (i % line_elements<TX>() == 0) __builtin_prefetch(x + i + ahead, 0, 3);
           return fv(io::load<V>(x + i), i);
         },
         [&](std::size_t i) { return f1(io::load1(x + i), i); });
@@ -60,23 +65,27 @@ SIMDNORM_ALWAYS_INLINE void map_row(const float* x, float* y, std::size_t n, FV 
   if (i < n) io::store(y + last, tail);
 }
 
-/// Run-time flags to template instances: K::run<V, Center, Relu, Stream>(job).
-template <class K, class V, bool Center, bool Relu, class Job>
+/// Run-time flags to template instances: K::run<V, Center, Relu, Stream, TX, TY>(job). Only
+/// f32 y has streaming instances (the plans stream f32 y only).
+template <class K, class V, bool Center, bool Relu, class TX, class TY, class Job>
 void dispatch_stream(const Job& j) {
-  if (j.stream)
-    K::template run<V, Center, Relu, true>(j);
-  else
-    K::template run<V, Center, Relu, false>(j);
+  if constexpr (std::is_same_v<TY, float>) {
+    if (j.stream) {
+      K::template run<V, Center, Relu, true, TX, TY>(j);
+      return;
+    }
+  }
+  K::template run<V, Center, Relu, false, TX, TY>(j);
 }
 
-template <class K, class V, class Job>
+template <class K, class V, class TX, class TY, class Job>
 void dispatch_affine(const Job& j) {
   if (j.center && j.relu)
-    dispatch_stream<K, V, true, true>(j);
+    dispatch_stream<K, V, true, true, TX, TY>(j);
   else if (j.center)
-    dispatch_stream<K, V, true, false>(j);
+    dispatch_stream<K, V, true, false, TX, TY>(j);
   else if (j.relu)
-    dispatch_stream<K, V, false, true>(j);
+    dispatch_stream<K, V, false, true, TX, TY>(j);
   else
-    dispatch_stream<K, V, false, false>(j);
+    dispatch_stream<K, V, false, false, TX, TY>(j);
 }

@@ -14,22 +14,26 @@
 //   pass): every channel spans the whole tensor, so no block of channels can be finished while
 //   it is still in cache. The statistics pass is read-only, so the traffic is 12 bytes per
 //   element instead of 8; the next chunk is prefetched during pass B, as in segment_moments.
+// Element types: x is float, bf16_t or f16_t, read through io (exact); rows and chunks are
+//   counted in elements, so a 16-bit x gives the moments of the f32 tensor holding the same
+//   values, bit for bit.
 // Preconditions: rows, cols >= 1; no alignment.
 // Numerics: as the rows; each lane sums at most kColumnChunkRows terms in float before the
 //   double merge. Results depend only on the shape and the ISA, never on threads.
 
 /// Rows per chunk of column_moments: each lane sums this many values in float.
 
-template <class V>
-void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows, std::size_t cols,
+template <class V, class TX>
+void column_moments(const void* x_in, std::ptrdiff_t row_stride, std::size_t rows, std::size_t cols,
                     moments_f64* out) {
   constexpr std::size_t W = V::size;
   if constexpr (W > 1) {
     if (cols < W) {
-      column_moments<scalar_vector>(x, row_stride, rows, cols, out);
+      column_moments<scalar_vector, TX>(x_in, row_stride, rows, cols, out);
       return;
     }
   }
+  const TX* x = static_cast<const TX*>(x_in);
   constexpr std::size_t B = 4 * W;  // channels per block
   for (std::size_t c0 = 0; c0 < cols; c0 += B) {
     const std::size_t nv = (cols - c0 >= B) ? 4 : (cols - c0 + W - 1) / W;
@@ -45,7 +49,7 @@ void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
     for (std::size_t j = 0; j < nv; ++j) io::load<V>(x + off[j]).store_unaligned(p + j * W);
     for (std::size_t r0 = 0; r0 < rows; r0 += kColumnChunkRows) {
       const std::size_t r1 = rows - r0 < kColumnChunkRows ? rows : r0 + kColumnChunkRows;
-      const float* base = x + std::ptrdiff_t(r0) * row_stride;
+      const TX* base = x + std::ptrdiff_t(r0) * row_stride;
       const std::size_t n = r1 - r0;
       // Pass A: per-lane sums of (x - p); two accumulators per vector (even and odd rows).
       V a[4][2], vp[4];
@@ -55,8 +59,8 @@ void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
       }
       std::size_t r = 0;
       for (; r + 2 <= n; r += 2) {
-        const float* x0 = base + std::ptrdiff_t(r) * row_stride;
-        const float* x1 = x0 + row_stride;
+        const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
+        const TX* x1 = x0 + row_stride;
         for (std::size_t j = 0; j < nv; ++j) {
           a[j][0] += io::load<V>(x0 + off[j]) - vp[j];
           a[j][1] += io::load<V>(x1 + off[j]) - vp[j];
@@ -75,7 +79,7 @@ void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
       }
       // Pass B: per-lane sums of (x - center)^2, from L1; meanwhile the next chunk of this
       // block is requested into L2, one vector's worth per vector (as segment_moments).
-      const float* nx = base + std::ptrdiff_t(n) * row_stride;
+      const TX* nx = base + std::ptrdiff_t(n) * row_stride;
       std::size_t n_pf = r1 + kColumnChunkRows <= rows ? kColumnChunkRows : rows - r1;
       std::size_t jp = 0;
       auto prefetch_next = [&] {
@@ -85,8 +89,8 @@ void column_moments(const float* x, std::ptrdiff_t row_stride, std::size_t rows,
       };
       for (std::size_t j = 0; j < 4; ++j) a[j][0] = a[j][1] = V(0.f);
       for (r = 0; r + 2 <= n; r += 2) {
-        const float* x0 = base + std::ptrdiff_t(r) * row_stride;
-        const float* x1 = x0 + row_stride;
+        const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
+        const TX* x1 = x0 + row_stride;
         for (std::size_t j = 0; j < nv; ++j) {
           prefetch_next();
           prefetch_next();

@@ -1,7 +1,7 @@
 // plane_affine: the channel ops' normalize pass (channel/affine-inl.hpp) over a grid of planes,
-// plane (o, i) holding `len` dense floats at x + o * x_outer + i * x_inner, with one
+// plane (o, i) holding `len` dense elements at x + o * x_outer + i * x_inner, with one
 // (center, scale, shift) per plane at index o * p_outer + i * p_inner (NCHW: o = n, i = c,
-// p = (0, 1); a GroupNorm group: i = c).
+// p = (0, 1); a GroupNorm group: i = c). x and y of element types TX and TY (affine-inl.hpp).
 //
 // Short planes: a run of contiguous planes (NCHW inference, a block of 4 channels in training)
 //   whose length is not a whole number of vectors is walked as one array in vectors aligned on
@@ -10,11 +10,11 @@
 //   measurement). Other planes go through map_row.
 // Preconditions: len >= 1; y == x with equal strides allowed, otherwise no overlap.
 
-/// `count` contiguous planes of `len` >= W floats (plane i at x + i * len, its parameters at
+/// `count` contiguous planes of `len` >= W elements (plane i at x + i * len, its parameters at
 /// index i * ps), walked as one array in vectors aligned on y: no load or store splits a cache
 /// line, and a vector straddling two planes takes each lane's parameters from its own plane.
-template <class V, bool Center, bool Relu, bool Stream, class F1>
-void flat_planes_affine(const float* x, float* y, std::size_t count, std::size_t len,
+template <class V, bool Center, bool Relu, bool Stream, class TX, class TY, class F1>
+void flat_planes_affine(const TX* x, TY* y, std::size_t count, std::size_t len,
                         const plane_affine_job& j, const float* cen, const float* sc,
                         const float* sh, F1 f1) {
   constexpr std::size_t W = V::size;
@@ -54,9 +54,11 @@ void flat_planes_affine(const float* x, float* y, std::size_t count, std::size_t
   }
 }
 
-template <class V, bool Center, bool Relu, bool Stream>
+template <class V, bool Center, bool Relu, bool Stream, class TX, class TY>
 void plane_affine_impl(const plane_affine_job& j) {
   constexpr std::size_t W = V::size;
+  const TX* x = static_cast<const TX*>(j.x);
+  TY* y = static_cast<TY*>(j.y);
   // Runs of contiguous planes not a whole number of vectors long: one aligned walk per run.
   if constexpr (W > 1) {
     if (j.inner > 1 && j.len >= W && j.len % W != 0 && j.x_inner == std::ptrdiff_t(j.len) &&
@@ -67,8 +69,8 @@ void plane_affine_impl(const plane_affine_job& j) {
         const float* sc = j.scale + po;
         const float* sh = j.shift + po;
         flat_planes_affine<V, Center, Relu, Stream>(
-            j.x + std::ptrdiff_t(o) * j.x_outer, j.y + std::ptrdiff_t(o) * j.y_outer, j.inner,
-            j.len, j, cen, sc, sh, [&](float v, std::size_t k) {
+            x + std::ptrdiff_t(o) * j.x_outer, y + std::ptrdiff_t(o) * j.y_outer, j.inner, j.len, j,
+            cen, sc, sh, [&](float v, std::size_t k) {
               if constexpr (Center) v = v - cen[k];
               v = fma1<V>(v, sc[k], sh[k]);
               if constexpr (Relu) v = relu_max(v);
@@ -85,8 +87,8 @@ void plane_affine_impl(const plane_affine_job& j) {
       const float c = Center ? j.center[pi] : 0.f, a = j.scale[pi], b = j.shift[pi];
       const V vc(c), va(a), vb(b);
       map_row<V, Stream>(
-          j.x + std::ptrdiff_t(o) * j.x_outer + std::ptrdiff_t(i) * j.x_inner,
-          j.y + std::ptrdiff_t(o) * j.y_outer + std::ptrdiff_t(i) * j.y_inner, j.len,
+          x + std::ptrdiff_t(o) * j.x_outer + std::ptrdiff_t(i) * j.x_inner,
+          y + std::ptrdiff_t(o) * j.y_outer + std::ptrdiff_t(i) * j.y_inner, j.len,
           [&](V v, std::size_t) {
             if constexpr (Center) v = v - vc;
             v = fma(v, va, vb);
@@ -105,13 +107,13 @@ void plane_affine_impl(const plane_affine_job& j) {
 }
 
 struct plane_affine_kernel {
-  template <class V, bool Center, bool Relu, bool Stream>
+  template <class V, bool Center, bool Relu, bool Stream, class TX, class TY>
   static void run(const plane_affine_job& j) {
-    plane_affine_impl<V, Center, Relu, Stream>(j);
+    plane_affine_impl<V, Center, Relu, Stream, TX, TY>(j);
   }
 };
 
-template <class V>
+template <class V, class TX, class TY>
 void plane_affine(const plane_affine_job& j) {
-  dispatch_affine<plane_affine_kernel, V>(j);
+  dispatch_affine<plane_affine_kernel, V, TX, TY>(j);
 }

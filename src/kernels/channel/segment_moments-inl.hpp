@@ -1,7 +1,9 @@
 // segment_moments: statistics of the channel ops (BatchNorm training, GroupNorm,
 // InstanceNorm, MeanVarianceNormalization) whose values lie in segments: `count` segments of
-// `len` dense floats at a constant stride, taken as one row in segment order: an NCHW channel
-// (N planes of H*W), a GroupNorm group (C/G planes), a contiguous InstanceNorm plane.
+// `len` dense elements at a constant stride, taken as one row in segment order: an NCHW channel
+// (N planes of H*W), a GroupNorm group (C/G planes), a contiguous InstanceNorm plane. x is
+// float, bf16_t or f16_t, read through io (exact); chunks are counted in elements, so a 16-bit
+// x gives the moments of the f32 tensor holding the same values, bit for bit.
 //
 // Formula: common/moments-inl.hpp, always in two passes per chunk: pass A sums (x - p) with a
 //   fixed shift p (the unit's first value), giving the chunk mean; pass B sums
@@ -29,8 +31,8 @@
 /// add(j, v) for accumulator j and a vector v of x. A partial last vector (`overlap`) is loaded
 /// ending at len with its already-counted lanes set to `neutral` (whose term is zero); pieces
 /// shorter than a vector go element by element to add1.
-template <class V, class Add, class Add1>
-SIMDNORM_ALWAYS_INLINE void walk_segment(const float* c, std::size_t len, bool overlap,
+template <class V, class T, class Add, class Add1>
+SIMDNORM_ALWAYS_INLINE void walk_segment(const T* c, std::size_t len, bool overlap,
                                          const V& neutral, Add add, Add1 add1) {
   constexpr std::size_t W = V::size;
   const std::size_t body = len - len % W;
@@ -88,8 +90,8 @@ struct chunk_walk {
 /// interleaving lets the units' dependent scalar tails overlap, and adjacent units (NCHW
 /// channels c..c+R-1) are read in memory order. While pass B re-reads chunk j from L1, the
 /// lines of chunk j + 1 are requested into L2, one per vector (banner).
-template <class V, std::size_t R>
-void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_t count,
+template <class V, std::size_t R, class TX>
+void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t count,
                         std::size_t len, moments_f64* out) {
   constexpr std::size_t W = V::size;
   if (count > 1 && stride == std::ptrdiff_t(len)) len *= count, count = 1;  // contiguous
@@ -152,7 +154,7 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
         walk_segment<V>(
             x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vc,
             [&](std::size_t j, const V& v) {
-              pf[r].step(kLineFloats);
+              pf[r].step(line_elements<TX>());
               const V d = v - vc;
               a[r][j] = fma(d, d, a[r][j]);
             },
@@ -173,12 +175,20 @@ void segments_moments_r(const float* const* x, std::ptrdiff_t stride, std::size_
   for (std::size_t r = 0; r < R; ++r) out[r] = {mean[r], m2[r]};
 }
 
-/// Moments of `units` units, unit u at x[u]: 4 at a time, then one by one (same bits).
-template <class V>
-void segment_moments(const float* const* x, std::size_t units, std::ptrdiff_t stride,
+/// Moments of `units` units, unit u at x[u] (elements of TX): 4 at a time, then one by one
+/// (same bits).
+template <class V, class TX>
+void segment_moments(const void* const* x_in, std::size_t units, std::ptrdiff_t stride,
                      std::size_t count, std::size_t len, moments_f64* out) {
-  std::size_t u = 0;
   constexpr std::size_t R = kInterleavedUnits;
-  for (; u + R <= units; u += R) segments_moments_r<V, R>(x + u, stride, count, len, out + u);
-  for (; u < units; ++u) segments_moments_r<V, 1>(x + u, stride, count, len, out + u);
+  const TX* x[R];
+  std::size_t u = 0;
+  for (; u + R <= units; u += R) {
+    for (std::size_t r = 0; r < R; ++r) x[r] = static_cast<const TX*>(x_in[u + r]);
+    segments_moments_r<V, R>(x, stride, count, len, out + u);
+  }
+  for (; u < units; ++u) {
+    x[0] = static_cast<const TX*>(x_in[u]);
+    segments_moments_r<V, 1>(x, stride, count, len, out + u);
+  }
 }

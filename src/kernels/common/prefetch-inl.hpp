@@ -7,6 +7,13 @@
 /// reads are bound by the misses it keeps in flight, and without these it has none during the
 /// reductions, the second pass over a chunk or a group's normalize. The default-constructed
 /// prefetcher does nothing.
+/// Elements of type T in one 64-byte cache line (kLineFloats floats): the step of the prefetches
+/// that request one line per call, and of the streaming passes' prefetch of x.
+template <class T>
+constexpr std::size_t line_elements() {
+  return kLineFloats * sizeof(float) / sizeof(T);
+}
+
 struct row_prefetcher {
   const char* row = nullptr;
   std::ptrdiff_t stride = 0;                // bytes

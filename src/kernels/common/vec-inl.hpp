@@ -75,9 +75,10 @@ inline std::size_t elements_to_stream_alignment(const T* p, std::size_t n) {
 }
 
 /// Writes y[0, n) = f(i) for vector offsets and scalar tails, with streaming or ordinary
-/// stores. f_vec(i) returns V for elements [i, i + V::size); f_one(i) returns float.
-template <class V, bool Stream, class FV, class F1>
-inline void store_row(float* y, std::size_t n, FV f_vec, F1 f_one) {
+/// stores (streaming: f32 y only, see io::stream). f_vec(i) returns V for elements
+/// [i, i + V::size); f_one(i) returns float.
+template <class V, bool Stream, class T, class FV, class F1>
+inline void store_row(T* y, std::size_t n, FV f_vec, F1 f_one) {
   constexpr std::size_t W = V::size;
   std::size_t i = 0;
   if constexpr (Stream) {
