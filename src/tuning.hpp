@@ -105,6 +105,23 @@ inline constexpr std::size_t kShortCols = 256;
 /// of the columns schedule shorter than this wastes the chunk.
 inline constexpr std::size_t kColumnChunkRows = 64;
 
+/// Vectors of parameters (of each kind: center, scale, shift) the NHWC normalize pass
+/// (channel/row_affine-inl.hpp) holds in registers when dense rows repeat their parameters
+/// within this many vectors (lcm(C, W) / W: C = 64 and 128 on AVX-512): 3 x 8 of the 32
+/// AVX-512 registers, leaving 8 for the data (AVX2 spills some, which costs L1 loads only).
+/// Measured on: a 2-core AMD EPYC (Zen 5) guest, BatchNorm inference NHWC 8x64x56x56 in cache,
+/// 0.55 -> 0.97 of copy (bench/simdnorm_bench; docs/performance.md).
+inline constexpr std::size_t kPeriodVectors = 8;
+
+/// Rows the NHWC normalize pass takes at once when their parameters do not fit in registers,
+/// loading each parameter vector once for the group; only for rows of at most
+/// kRowAffineGroupMaxCols floats, since longer rows lost with the group's interleaved store
+/// streams. Measured on: a 2-core AMD EPYC (Zen 5) guest, BatchNorm inference NHWC in cache,
+/// 1 / 2 threads: C = 256 0.75 / 0.65 -> 0.80 / 0.80 of copy, but C = 512 0.96 / 0.94 ->
+/// 0.90 / 0.87 and C = 2048 0.87 -> 0.81 (bench/simdnorm_bench; docs/performance.md).
+inline constexpr std::size_t kRowAffineGroup = 4;
+inline constexpr std::size_t kRowAffineGroupMaxCols = 256;
+
 /// Units the segment statistics kernel interleaves (channel/segment_moments-inl.hpp): short
 /// units are given to tasks in multiples of this.
 inline constexpr std::size_t kInterleavedUnits = 4;
