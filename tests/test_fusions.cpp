@@ -80,8 +80,7 @@ void check_gated(const gated_case& c, std::uint32_t seed, simdnorm::isa active,
     a.residual = r.data();
     a.residual_out = r.data();
   }
-  const simdnorm::status s = p.execute(a);
-  REQUIRE_MESSAGE(s.ok(), s.message());
+  test::execute_checked(p, a);
   const std::vector<float> got = c.y_over_gate ? z.get(n) : y.get(n);
   const double uo = test::unit_roundoff(c.t);
   const double depth = ref::accumulation_depth(c.cols, test::lanes(active));

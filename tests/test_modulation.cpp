@@ -124,8 +124,7 @@ void check_modulated(const mod_case& c, std::uint32_t seed, simdnorm::isa active
     REQUIRE(mp.execute(ma).ok());
     a.moments_in = m.data();
   }
-  s = p.execute(a);
-  REQUIRE_MESSAGE(s.ok(), s.message());
+  test::execute_checked(p, a);
   const std::vector<float> got = c.in_place ? x.get(n) : y.get(n);
 
   // Bound: the unmodulated y's bound (test_residual.cpp) times |1 + scale|, plus the folds'

@@ -221,6 +221,13 @@ struct typed_buffer {
   }
 };
 
+/// Runs the plan on the arguments and stops the test case, with the library's message, if it
+/// fails.
+inline void execute_checked(const simdnorm::plan& p, const simdnorm::norm_args& a) {
+  const simdnorm::status s = p.execute(a);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+}
+
 inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0,
                         double sd = 1) {
   std::mt19937 rng(seed);
