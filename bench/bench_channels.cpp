@@ -43,7 +43,7 @@ void bench_channel_op(benchmark::State& state, op o, simdnorm::dtype type, simdn
   const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
   simdnorm::plan p;
   simdnorm::status st;
-  simdnorm::norm_args a;
+  simdnorm::batch_norm_args a;
   a.x = x;
   a.y = y;
   if (o == op::group_norm) {

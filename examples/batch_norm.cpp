@@ -52,7 +52,7 @@ int main() {
     std::normal_distribution<float> dist(0.f, 2.f);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = dist(rng) + float(i / HW % C) * 0.5f;
     const std::vector<float> old_mean = running_mean, old_var = running_var;
-    simdnorm::norm_args a;
+    simdnorm::batch_norm_args a;
     a.x = x.data();
     a.y = y.data();
     a.gamma = gamma.data();

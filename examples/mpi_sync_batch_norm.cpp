@@ -55,8 +55,8 @@ struct bn_state {
     for (std::int64_t c = 0; c < C; ++c)
       gamma[c] = 1.f + 0.01f * float(c), beta[c] = -0.1f * float(c % 3);
   }
-  simdnorm::norm_args args(const float* x, float* y) {
-    simdnorm::norm_args a;
+  simdnorm::batch_norm_args args(const float* x, float* y) {
+    simdnorm::batch_norm_args a;
     a.x = x;
     a.y = y;
     a.gamma = gamma.data();
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     check(
         simdnorm::merge_moments(gathered.data(), std::size_t(ranks), std::size_t(C), merged.data()),
         "merge_moments");
-    simdnorm::norm_args b = state.args(xs, y.data());
+    simdnorm::batch_norm_args b = state.args(xs, y.data());
     b.moments_in = merged.data();
     check(apply_plan.execute(b), "apply");
   }

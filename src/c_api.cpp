@@ -98,30 +98,59 @@ status to_desc(const simdnorm_tensor_desc* in, const char* name,
   return {};
 }
 
-simdnorm::norm_args to_args(const simdnorm_norm_args& a) noexcept {
-  simdnorm::norm_args n;
-  n.x = a.x;
-  n.y = a.y;
-  n.gamma = a.gamma;
-  n.beta = a.beta;
-  n.mean = a.mean;
-  n.rstd = a.rstd;
-  n.workspace = a.workspace;
-  n.running_mean = a.running_mean;
-  n.running_var = a.running_var;
-  n.num_batches_tracked = a.num_batches_tracked;
-  n.residual = a.residual;
-  n.residual_out = a.residual_out;
-  n.moments_out = reinterpret_cast<simdnorm::moments*>(a.moments_out);
-  n.moments_in = reinterpret_cast<const simdnorm::moments*>(a.moments_in);
-  n.gate = a.gate;
-  n.residual_bias = a.residual_bias;
-  n.y_scale = a.y_scale;
-  n.amax = a.amax;
-  n.modulation_scale = a.modulation_scale;
-  n.modulation_shift = a.modulation_shift;
-  n.modulation_stride = a.modulation_stride;
-  return n;
+// The C args structs into the C++ ones, part by part.
+void to_cpp(const simdnorm_norm_args& a, simdnorm::norm_args* n) noexcept {
+  n->x = a.x;
+  n->y = a.y;
+  n->gamma = a.gamma;
+  n->beta = a.beta;
+  n->mean = a.mean;
+  n->rstd = a.rstd;
+  n->workspace = a.workspace;
+  n->moments_out = reinterpret_cast<simdnorm::moments*>(a.moments_out);
+  n->moments_in = reinterpret_cast<const simdnorm::moments*>(a.moments_in);
+}
+void to_cpp(const simdnorm_residual_operands& a, simdnorm::residual_operands* n) noexcept {
+  n->residual = a.in;
+  n->residual_out = a.out;
+  n->residual_bias = a.bias;
+}
+void to_cpp(const simdnorm_quantized_outputs& a, simdnorm::quantized_outputs* n) noexcept {
+  n->y_scale = a.y_scale;
+  n->amax = a.amax;
+}
+void to_cpp(const simdnorm_modulation_operands& a, simdnorm::modulation_operands* n) noexcept {
+  n->modulation_scale = a.scale;
+  n->modulation_shift = a.shift;
+  n->modulation_stride = a.stride;
+}
+void to_cpp(const simdnorm_running_statistics& a, simdnorm::running_statistics* n) noexcept {
+  n->running_mean = a.mean;
+  n->running_var = a.var;
+  n->num_batches_tracked = a.num_batches_tracked;
+}
+// LayerNorm's and RMSNorm's common parts.
+template <class CArgs, class CppArgs>
+void transformer_norm_to_cpp(const CArgs& a, CppArgs* n) noexcept {
+  to_cpp(a.base, n);
+  to_cpp(a.residual, n);
+  to_cpp(a.quant, n);
+  to_cpp(a.modulation, n);
+}
+void to_cpp(const simdnorm_layer_norm_args& a, simdnorm::layer_norm_args* n) noexcept {
+  transformer_norm_to_cpp(a, n);
+}
+void to_cpp(const simdnorm_rms_norm_args& a, simdnorm::rms_norm_args* n) noexcept {
+  transformer_norm_to_cpp(a, n);
+  n->gate = a.gate;
+}
+void to_cpp(const simdnorm_lp_norm_args& a, simdnorm::lp_norm_args* n) noexcept {
+  to_cpp(a.base, n);
+  to_cpp(a.residual, n);
+}
+void to_cpp(const simdnorm_batch_norm_args& a, simdnorm::batch_norm_args* n) noexcept {
+  to_cpp(a.base, n);
+  to_cpp(a.running, n);
 }
 
 // C enums arrive as any 32-bit value: check the range before the C++ enum is used.
@@ -267,14 +296,30 @@ status check_executor(const simdnorm_executor* e) noexcept {
   return {};
 }
 
-status execute(const simdnorm::plan& p, const simdnorm_norm_args* args,
-               const simdnorm_executor* exec) {
+// Executes p with the C++ form of the C args struct `args` (CppArgs: simdnorm::norm_args or an
+// op's args struct).
+template <class CppArgs, class CArgs>
+status execute(const simdnorm::plan& p, const CArgs* args, const simdnorm_executor* exec) {
   if (args == nullptr) return status::error(status_code::invalid_argument, "args is null");
   status s = check_executor(exec);
   if (!s) return s;
-  if (exec == nullptr) return p.execute(to_args(*args), nullptr);
+  CppArgs a;
+  to_cpp(*args, &a);
+  if (exec == nullptr) return p.execute(a, nullptr);
   c_executor e(*exec);
-  return p.execute(to_args(*args), &e);
+  return p.execute(a, &e);
+}
+
+template <class CppArgs, class CArgs>
+simdnorm_status run(const char* fn, simdnorm_plan_t plan, const CArgs* args, size_t phase,
+                    size_t begin, size_t end) {
+  if (plan == nullptr)
+    return record(status::error(status_code::invalid_argument, "%s: plan is null", fn));
+  if (args == nullptr)
+    return record(status::error(status_code::invalid_argument, "%s: args is null", fn));
+  CppArgs a;
+  to_cpp(*args, &a);
+  return record(plan->p.run(a, phase, begin, end));
 }
 
 // Plan creation shared by the ops and their one-shot forms: convert the C arguments, make.
@@ -312,15 +357,14 @@ simdnorm_status new_plan(const char* fn, const simdnorm_tensor_desc* x,
   });
 }
 
-template <class CParams, class CppParams>
+template <class CppArgs, class CArgs, class CParams, class CppParams>
 simdnorm_status one_shot(const char* fn, const simdnorm_tensor_desc* x,
-                         const simdnorm_tensor_desc* y, const CParams* params,
-                         const simdnorm_norm_args* args, const simdnorm_executor* exec,
-                         maker<CppParams> make) noexcept {
+                         const simdnorm_tensor_desc* y, const CParams* params, const CArgs* args,
+                         const simdnorm_executor* exec, maker<CppParams> make) noexcept {
   return guarded(fn, [&]() -> status {
     simdnorm::plan p;
     status s = make_plan(x, y, params, make, &p);
-    return s ? execute(p, args, exec) : s;
+    return s ? execute<CppArgs>(p, args, exec) : s;
   });
 }
 
@@ -485,7 +529,8 @@ simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(vo
   return c;
 }
 
-// simdnorm_plan_<op> and simdnorm_<op> for every op of simdnorm/op_list.h.
+// simdnorm_plan_<op>, simdnorm_<op>, simdnorm_plan_run_<op> and simdnorm_plan_execute_<op> for
+// every op of simdnorm/op_list.h.
 #define SIMDNORM_DEFINE_C_OP(op)                                                                   \
   simdnorm_status simdnorm_plan_##op(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, \
                                      const simdnorm_##op##_params* params, simdnorm_plan_t* out) { \
@@ -494,7 +539,26 @@ simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(vo
   simdnorm_status simdnorm_##op(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,      \
                                 const simdnorm_##op##_params* params,                              \
                                 const simdnorm_norm_args* args, const simdnorm_executor* exec) {   \
-    return one_shot("simdnorm_" #op, x, y, params, args, exec, &simdnorm::plan::op);               \
+    return one_shot<simdnorm::op##_args>("simdnorm_" #op, x, y, params, args, exec,                \
+                                         &simdnorm::plan::op);                                     \
+  }                                                                                                \
+  simdnorm_status simdnorm_##op##_ex(const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y, \
+                                     const simdnorm_##op##_params* params,                         \
+                                     const simdnorm_##op##_args* args,                             \
+                                     const simdnorm_executor* exec) {                              \
+    return one_shot<simdnorm::op##_args>("simdnorm_" #op "_ex", x, y, params, args, exec,          \
+                                         &simdnorm::plan::op);                                     \
+  }                                                                                                \
+  simdnorm_status simdnorm_plan_run_##op(simdnorm_plan_t plan, const simdnorm_##op##_args* args,   \
+                                         size_t phase, size_t begin, size_t end) {                 \
+    return run<simdnorm::op##_args>("simdnorm_plan_run_" #op, plan, args, phase, begin, end);      \
+  }                                                                                                \
+  simdnorm_status simdnorm_plan_execute_##op(                                                      \
+      simdnorm_plan_t plan, const simdnorm_##op##_args* args, const simdnorm_executor* exec) {     \
+    if (plan == nullptr)                                                                           \
+      return fail(status_code::invalid_argument, "simdnorm_plan_execute_" #op ": plan is null");   \
+    return guarded("simdnorm_plan_execute_" #op,                                                   \
+                   [&] { return execute<simdnorm::op##_args>(plan->p, args, exec); });             \
   }
 SIMDNORM_OP_LIST(SIMDNORM_DEFINE_C_OP)
 #undef SIMDNORM_DEFINE_C_OP
@@ -516,18 +580,15 @@ size_t simdnorm_plan_row_length(simdnorm_plan_t plan) { return plan ? plan->p.ro
 
 simdnorm_status simdnorm_plan_run(simdnorm_plan_t plan, const simdnorm_norm_args* args,
                                   size_t phase, size_t begin, size_t end) {
-  if (plan == nullptr)
-    return fail(status_code::invalid_argument, "simdnorm_plan_run: plan is null");
-  if (args == nullptr)
-    return fail(status_code::invalid_argument, "simdnorm_plan_run: args is null");
-  return record(plan->p.run(to_args(*args), phase, begin, end));
+  return run<simdnorm::norm_args>("simdnorm_plan_run", plan, args, phase, begin, end);
 }
 
 simdnorm_status simdnorm_plan_execute(simdnorm_plan_t plan, const simdnorm_norm_args* args,
                                       const simdnorm_executor* exec) {
   if (plan == nullptr)
     return fail(status_code::invalid_argument, "simdnorm_plan_execute: plan is null");
-  return guarded("simdnorm_plan_execute", [&] { return execute(plan->p, args, exec); });
+  return guarded("simdnorm_plan_execute",
+                 [&] { return execute<simdnorm::norm_args>(plan->p, args, exec); });
 }
 
 }  // extern "C"

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <type_traits>
 
 #include "plan_impl.hpp"
 
@@ -198,64 +199,66 @@ std::size_t plan::num_phases() const noexcept { return impl_ ? impl_->num_phases
 std::size_t plan::num_tasks(std::size_t phase) const noexcept {
   return impl_ && phase < impl_->num_phases() ? impl_->num_tasks(phase) : 0;
 }
+const char* plan::op_name() const noexcept { return impl_ ? detail::op_name(impl_->op_kind) : ""; }
 std::size_t plan::workspace_bytes() const noexcept { return impl_ ? impl_->workspace_bytes() : 0; }
 std::size_t plan::rows() const noexcept { return impl_ ? impl_->rows : 0; }
 std::size_t plan::row_length() const noexcept { return impl_ ? impl_->cols : 0; }
 
-status plan::run(const norm_args& args, std::size_t phase, std::size_t begin,
-                 std::size_t end) const noexcept {
-  if (!impl_) return status::error(status_code::invalid_argument, "run: the plan is empty");
-  if (phase >= impl_->num_phases())
-    return status::error(status_code::invalid_argument, "run: phase %zu of %zu", phase,
-                         impl_->num_phases());
-  const std::size_t n = impl_->num_tasks(phase);
-  if (begin > end || end > n)
-    return status::error(status_code::invalid_argument, "run: tasks [%zu, %zu) outside [0, %zu)",
-                         begin, end, n);
-  status s = impl_->check_args(args);
-  if (!s) return s;
-  if (impl_->workspace_bytes() != 0 && args.workspace == nullptr)
-    return status::error(status_code::invalid_argument,
-                         "run: this plan needs args.workspace of %zu bytes",
-                         impl_->workspace_bytes());
-  impl_->run_tasks(args, phase, begin, end);
-  return {};
-}
-
 namespace {
+
 struct task_context {
   const detail::plan_impl* impl;
-  const norm_args* args;
+  const detail::call_args* args;
   std::size_t phase;
 };
 void run_task_range(void* ctx, std::size_t begin, std::size_t end) noexcept {
   const auto* c = static_cast<const task_context*>(ctx);
   c->impl->run_tasks(*c->args, c->phase, begin, end);
 }
-}  // namespace
 
-status plan::execute(const norm_args& args, executor* exec) const noexcept {
-  if (!impl_) return status::error(status_code::invalid_argument, "execute: the plan is empty");
-  status s = impl_->check_args(args);
+status run_checked(const detail::plan_impl* impl, const detail::call_args& args, std::size_t phase,
+                   std::size_t begin, std::size_t end) noexcept {
+  if (!impl) return status::error(status_code::invalid_argument, "run: the plan is empty");
+  if (phase >= impl->num_phases())
+    return status::error(status_code::invalid_argument, "run: phase %zu of %zu", phase,
+                         impl->num_phases());
+  const std::size_t n = impl->num_tasks(phase);
+  if (begin > end || end > n)
+    return status::error(status_code::invalid_argument, "run: tasks [%zu, %zu) outside [0, %zu)",
+                         begin, end, n);
+  status s = impl->check_args(args);
+  if (!s) return s;
+  if (impl->workspace_bytes() != 0 && args.workspace == nullptr)
+    return status::error(status_code::invalid_argument,
+                         "run: this plan needs args.workspace of %zu bytes",
+                         impl->workspace_bytes());
+  impl->run_tasks(args, phase, begin, end);
+  return {};
+}
+
+status execute_checked(const detail::plan_impl* impl, const detail::call_args& args,
+                       executor* exec) noexcept {
+  if (!impl) return status::error(status_code::invalid_argument, "execute: the plan is empty");
+  status s = impl->check_args(args);
   if (!s) return s;
   if (exec == nullptr) exec = &default_executor();
-  norm_args a = args;
+  detail::call_args a = args;
   std::unique_ptr<unsigned char, void (*)(void*)> scratch(nullptr, &std::free);
-  if (impl_->workspace_bytes() != 0 && a.workspace == nullptr) {
-    const std::size_t bytes = (impl_->workspace_bytes() + 63) / 64 * 64;
+  if (impl->workspace_bytes() != 0 && a.workspace == nullptr) {
+    const std::size_t bytes = (impl->workspace_bytes() + 63) / 64 * 64;
     scratch.reset(static_cast<unsigned char*>(std::aligned_alloc(64, bytes)));
     if (!scratch)
       return status::error(status_code::out_of_memory,
                            "execute: cannot allocate %zu bytes of workspace", bytes);
     a.workspace = scratch.get();
   }
-  for (std::size_t phase = 0; phase < impl_->num_phases(); ++phase) {
-    const std::size_t n = impl_->num_tasks(phase);
+  for (std::size_t phase = 0; phase < impl->num_phases(); ++phase) {
+    const std::size_t n = impl->num_tasks(phase);
     if (n <= 1 || exec->concurrency() <= 1) {  // small: inline, the pool is not touched
-      impl_->run_tasks(a, phase, 0, n);
+      impl->run_tasks(a, phase, 0, n);
       continue;
     }
-    task_context ctx{impl_.get(), &a, phase};
+    task_context ctx{impl, &a, phase};
     try {
       exec->parallel_for(n, &run_task_range, &ctx);
     } catch (...) {
@@ -265,16 +268,70 @@ status plan::execute(const norm_args& args, executor* exec) const noexcept {
   return {};
 }
 
-// The one-shot calls of every op in simdnorm/op_list.h: make a plan, execute it.
-#define SIMDNORM_DEFINE_ONE_SHOT(op)                                               \
-  status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
-            const norm_args& args, executor* exec) noexcept {                      \
-    plan p;                                                                        \
-    const status s = plan::op(x, y, params, &p);                                   \
-    return s ? p.execute(args, exec) : s;                                          \
+/// Copies the parts of `a` that exist into call_args; the others stay null.
+template <class Args>
+detail::call_args to_call_args(const Args& a) noexcept {
+  detail::call_args c;
+  static_cast<norm_args&>(c) = a;
+  if constexpr (std::is_base_of_v<residual_operands, Args>) static_cast<residual_operands&>(c) = a;
+  if constexpr (std::is_base_of_v<quantized_outputs, Args>) static_cast<quantized_outputs&>(c) = a;
+  if constexpr (std::is_base_of_v<modulation_operands, Args>)
+    static_cast<modulation_operands&>(c) = a;
+  if constexpr (std::is_base_of_v<gate_operand, Args>) static_cast<gate_operand&>(c) = a;
+  if constexpr (std::is_base_of_v<running_statistics, Args>)
+    static_cast<running_statistics&>(c) = a;
+  return c;
+}
+
+/// An op's args struct on a plan of another op is refused.
+status check_op(const detail::plan_impl* impl, detail::op_id op) noexcept {
+  if (impl && impl->op_kind != op)
+    return status::error(status_code::invalid_argument, "%s_args given to a plan of %s",
+                         detail::op_name(op), detail::op_name(impl->op_kind));
+  return {};
+}
+
+}  // namespace
+
+const char* detail::op_name(op_id op) noexcept {
+  switch (op) {
+#define SIMDNORM_OP_NAME(name) \
+  case op_id::name: return #name;
+    SIMDNORM_OP_LIST(SIMDNORM_OP_NAME)
+#undef SIMDNORM_OP_NAME
   }
-SIMDNORM_OP_LIST(SIMDNORM_DEFINE_ONE_SHOT)
-#undef SIMDNORM_DEFINE_ONE_SHOT
+  return "unknown";
+}
+
+status plan::run(const norm_args& args, std::size_t phase, std::size_t begin,
+                 std::size_t end) const noexcept {
+  return run_checked(impl_.get(), to_call_args(args), phase, begin, end);
+}
+
+status plan::execute(const norm_args& args, executor* exec) const noexcept {
+  return execute_checked(impl_.get(), to_call_args(args), exec);
+}
+
+// plan::run and plan::execute with each op's args struct, and the one-shot calls of every op
+// in simdnorm/op_list.h: make a plan, execute it.
+#define SIMDNORM_DEFINE_RUN(op)                                                                  \
+  status plan::run(const op##_args& args, std::size_t phase, std::size_t begin, std::size_t end) \
+      const noexcept {                                                                           \
+    const status s = check_op(impl_.get(), detail::op_id::op);                                   \
+    return s ? run_checked(impl_.get(), to_call_args(args), phase, begin, end) : s;              \
+  }                                                                                              \
+  status plan::execute(const op##_args& args, executor* exec) const noexcept {                   \
+    const status s = check_op(impl_.get(), detail::op_id::op);                                   \
+    return s ? execute_checked(impl_.get(), to_call_args(args), exec) : s;                       \
+  }                                                                                              \
+  status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params,               \
+            const op##_args& args, executor* exec) noexcept {                                    \
+    plan p;                                                                                      \
+    const status s = plan::op(x, y, params, &p);                                                 \
+    return s ? p.execute(args, exec) : s;                                                        \
+  }
+SIMDNORM_OP_LIST(SIMDNORM_DEFINE_RUN)
+#undef SIMDNORM_DEFINE_RUN
 
 status convert(const void* x, dtype x_type, void* y, dtype y_type, std::size_t n) noexcept {
   const std::size_t xs = dtype_size(x_type), ys = dtype_size(y_type);

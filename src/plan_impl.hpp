@@ -10,10 +10,31 @@
 
 namespace simdnorm::detail {
 
+/// The ops of simdnorm/op_list.h: which args struct a plan takes.
+enum class op_id : int {
+#define SIMDNORM_OP_ID(op) op,
+  SIMDNORM_OP_LIST(SIMDNORM_OP_ID)
+#undef SIMDNORM_OP_ID
+};
+
+/// "layer_norm", ...: the op's name in the list.
+const char* op_name(op_id op) noexcept;
+
+/// Every operand of every op, as the plans read them: each public args struct is copied into
+/// one of these (its other fields null), so that a plan checks one struct for the operands
+/// its op does not take.
+struct call_args : norm_args,
+                   residual_operands,
+                   quantized_outputs,
+                   modulation_operands,
+                   gate_operand,
+                   running_statistics {};
+
 /// A made, immutable plan. Subclasses hold their shapes and kernels; `run_tasks` is called only
 /// after `check_args` accepted the arguments (and a workspace of workspace_bytes() is present)
 /// and with a valid phase and task range.
 struct plan_impl {
+  op_id op_kind = op_id::layer_norm;  ///< the op it was made for (set by its maker)
   const kernel_table* kernels = nullptr;
   std::size_t rows = 0, cols = 0;
 
@@ -21,8 +42,8 @@ struct plan_impl {
   virtual std::size_t num_phases() const noexcept { return 1; }
   virtual std::size_t num_tasks(std::size_t phase) const noexcept = 0;
   virtual std::size_t workspace_bytes() const noexcept { return 0; }
-  virtual status check_args(const norm_args& args) const noexcept = 0;
-  virtual void run_tasks(const norm_args& args, std::size_t phase, std::size_t begin,
+  virtual status check_args(const call_args& args) const noexcept = 0;
+  virtual void run_tasks(const call_args& args, std::size_t phase, std::size_t begin,
                          std::size_t end) const noexcept = 0;
 };
 

@@ -12,31 +12,30 @@ namespace simdnorm {
 namespace detail {
 namespace {
 
-/// What each row op accepts in norm_args besides x and y, and its kernels.
+/// What each row op accepts in call_args besides x and y, and its kernels.
 struct row_op {
-  const char* name;  ///< for messages: "layer_norm"
+  op_id id;
   bool beta, mean, gamma;
-  bool gate;          ///< gated RMSNorm (norm_args::gate)
   bool scaled;        ///< 8-bit y and the amax output (quant_params)
   moments_kind kind;  ///< what its statistics are (split statistics)
   row_op_kernels kernel_table::*kernels;
 };
 constexpr row_op kLayerNorm{
-    "layer_norm", true, true, true, false, true, moments_kind::centered, &kernel_table::layer_norm};
-constexpr row_op kRmsNorm{
-    "rms_norm", false, false, true, true, true, moments_kind::squares, &kernel_table::rms_norm};
+    op_id::layer_norm, true, true, true, true, moments_kind::centered, &kernel_table::layer_norm};
+constexpr row_op kRmsNorm{op_id::rms_norm,        false, false, true, true, moments_kind::squares,
+                          &kernel_table::rms_norm};
 constexpr row_op kL1Norm{
-    "lp_norm", false, false, false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
-constexpr row_op kL2Norm{
-    "lp_norm", false, false, false, false, false, moments_kind::squares, &kernel_table::l2_norm};
+    op_id::lp_norm, false, false, false, false, moments_kind::magnitudes, &kernel_table::l1_norm};
+constexpr row_op kL2Norm{op_id::lp_norm,        false, false, false, false, moments_kind::squares,
+                         &kernel_table::l2_norm};
 
 /// What one phase of a row plan does. A plan runs a short list of them (make_phases).
 enum class row_phase {
   gamma_offset,   ///< one task: gamma + weight_offset into the workspace
   modulation,     ///< a task per batch: gamma and beta with its adaLN modulation folded in
   rows,           ///< tasks of whole rows: statistics and normalize (the one-call kernel)
-  rows_moments,   ///< tasks of whole rows: statistics into norm_args::moments_out
-  rows_apply,     ///< tasks of whole rows: normalize from norm_args::moments_in
+  rows_moments,   ///< tasks of whole rows: statistics into call_args::moments_out
+  rows_apply,     ///< tasks of whole rows: normalize from call_args::moments_in
   piece_moments,  ///< a task per (row, piece): the piece's statistics into the workspace
   pieces_fold,    ///< a task per row: its pieces' statistics folded into moments_out
   piece_apply,    ///< a task per (row, piece): normalize the piece from its row's statistics
@@ -109,37 +108,36 @@ struct row_norm_plan final : plan_impl {
     pieces_offset = gamma_bytes;
   }
 
-  status check_args(const norm_args& a) const noexcept override {
+  status check_args(const call_args& a) const noexcept override {
     if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
     if (stage == stats_stage::moments) {
       if (a.moments_out == nullptr)
         return status::error(status_code::invalid_argument,
                              "args.moments_out is null: a %s plan of stats_stage::moments writes "
                              "one record per row there",
-                             op->name);
+                             op_name(op->id));
       return check_residual(a, 0);
     }
     if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
     if (!op->beta && a.beta != nullptr)
-      return status::error(status_code::invalid_argument, "args.beta: %s has no beta", op->name);
+      return status::error(status_code::invalid_argument, "args.beta: %s has no beta",
+                           op_name(op->id));
     if (!op->mean && a.mean != nullptr)
       return status::error(status_code::invalid_argument, "args.mean: %s has no mean output",
-                           op->name);
+                           op_name(op->id));
     if (!op->gamma && a.gamma != nullptr)
-      return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma", op->name);
-    if (!op->gate && a.gate != nullptr)
-      return status::error(status_code::invalid_argument,
-                           "args.gate: %s has no gate (gated RMSNorm is rms_norm's)", op->name);
+      return status::error(status_code::invalid_argument, "args.gamma: %s has no gamma",
+                           op_name(op->id));
     if (y_scales != 0 && a.y_scale == nullptr)
       return status::error(status_code::invalid_argument,
                            "args.y_scale is null: %s with an 8-bit y and dynamic scaling writes "
                            "%zu scale(s) per row there",
-                           op->name, y_scales);
+                           op_name(op->id), y_scales);
     if (y_scales == 0 && a.y_scale != nullptr)
       return status::error(status_code::invalid_argument,
                            "args.y_scale: this %s plan writes no scales (only an 8-bit y with "
                            "quant_scaling::dynamic does)",
-                           op->name);
+                           op_name(op->id));
     if (quant.row_amax != (a.amax != nullptr))
       return status::error(status_code::invalid_argument,
                            quant.row_amax ? "args.amax is null: quant.row_amax writes one float "
@@ -149,7 +147,7 @@ struct row_norm_plan final : plan_impl {
     if (weight_offset != 0.f && a.gamma == nullptr)
       return status::error(status_code::invalid_argument,
                            "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
-                           op->name, double(weight_offset));
+                           op_name(op->id), double(weight_offset));
     if (const status s = check_modulation(a); !s) return s;
     if (stage == stats_stage::apply) {
       if (a.residual != nullptr || a.residual_out != nullptr)
@@ -160,13 +158,14 @@ struct row_norm_plan final : plan_impl {
         return status::error(status_code::invalid_argument,
                              "args.moments_in is null: a %s plan of stats_stage::apply reads one "
                              "record per row there",
-                             op->name);
+                             op_name(op->id));
       for (std::size_t r = 0; r < rows; ++r) {
         const moments& m = a.moments_in[r];
         if (m.kind != op->kind)
           return status::error(status_code::invalid_argument,
                                "args.moments_in[%zu].kind=%d: %s needs %s moments (%d)", r,
-                               int(m.kind), op->name, moments_kind_name(op->kind), int(op->kind));
+                               int(m.kind), op_name(op->id), moments_kind_name(op->kind),
+                               int(op->kind));
         if (m.count < 1)
           return status::error(status_code::invalid_argument,
                                "args.moments_in[%zu].count=%lld: must be positive", r,
@@ -180,21 +179,22 @@ struct row_norm_plan final : plan_impl {
 
   /// The adaLN operands against the plan's modulation_tokens, and their overlap with what the
   /// run writes (y, residual_out): the shift is read while y is written.
-  status check_modulation(const norm_args& a) const noexcept {
+  status check_modulation(const call_args& a) const noexcept {
     const bool given = a.modulation_scale != nullptr || a.modulation_shift != nullptr;
     if (mod_tokens == 0) {
       if (given || a.modulation_stride != 0)
         return status::error(status_code::invalid_argument,
                              "args.modulation_*: this %s plan has no adaLN modulation (make it "
                              "with params.modulation_tokens)",
-                             op->name);
+                             op_name(op->id));
       return {};
     }
     if (a.modulation_scale == nullptr || a.modulation_shift == nullptr)
       return status::error(status_code::invalid_argument,
                            "args.modulation_%s is null: a %s plan with modulation_tokens=%zu "
                            "needs both scale and shift",
-                           a.modulation_scale == nullptr ? "scale" : "shift", op->name, mod_tokens);
+                           a.modulation_scale == nullptr ? "scale" : "shift", op_name(op->id),
+                           mod_tokens);
     const std::int64_t stride = a.modulation_stride;
     if (stride < 0 || (stride > 0 && std::uint64_t(stride) < cols))
       return status::error(status_code::invalid_argument,
@@ -234,7 +234,7 @@ struct row_norm_plan final : plan_impl {
 
   /// Row r's config: with adaLN modulation, gamma and beta are its batch's folded rows (the
   /// modulation phase), or the shift itself for beta where there is no beta to fold.
-  row_norm_config config_of_row(const row_norm_config& c, const norm_args& a,
+  row_norm_config config_of_row(const row_norm_config& c, const call_args& a,
                                 std::size_t r) const noexcept {
     if (mod_tokens == 0) return c;
     const std::size_t b = a.modulation_stride == 0 ? 0 : r / mod_tokens;
@@ -248,7 +248,7 @@ struct row_norm_plan final : plan_impl {
 
   /// Batch b's gamma_eff = (gamma + weight_offset) * (1 + scale) (1 + scale without gamma) and
   /// beta_eff = beta * (1 + scale) + shift, each product and sum rounded in f32.
-  void fold_modulation(const norm_args& a, std::size_t b) const noexcept {
+  void fold_modulation(const call_args& a, std::size_t b) const noexcept {
     if (a.modulation_stride == 0 && b != 0) return;  // one row serves every batch
     const std::ptrdiff_t at = std::ptrdiff_t(b) * a.modulation_stride;
     const float* scale = a.modulation_scale + at;
@@ -265,7 +265,7 @@ struct row_norm_plan final : plan_impl {
   }
 
   /// The residual pointers, the gate, and their aliasing with x and y (y_span 0: no y).
-  status check_residual(const norm_args& a, std::int64_t y_span) const noexcept {
+  status check_residual(const call_args& a, std::int64_t y_span) const noexcept {
     if ((a.residual == nullptr) != (a.residual_out == nullptr))
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
@@ -321,7 +321,7 @@ struct row_norm_plan final : plan_impl {
   /// `count` rows from row r on (one run of equal strides, see locate), from column c0: the
   /// rows the kernels read, h = x + residual where there is a residual add (the statistics
   /// phases store h first: add_residual), and y.
-  row_block block_at(const norm_args& a, std::size_t r, std::size_t count,
+  row_block block_at(const call_args& a, std::size_t r, std::size_t count,
                      std::size_t c0) const noexcept {
     std::int64_t xo, yo;
     locate(r, xo, yo);
@@ -339,7 +339,7 @@ struct row_norm_plan final : plan_impl {
   }
 
   /// h = x + residual over columns [c0, c0 + n) of `count` rows from row r on.
-  void add_residual(const norm_args& a, std::size_t r, std::size_t count, std::size_t c0,
+  void add_residual(const call_args& a, std::size_t r, std::size_t count, std::size_t c0,
                     std::size_t n) const noexcept {
     if (a.residual == nullptr) return;
     std::int64_t xo, yo;
@@ -379,7 +379,7 @@ struct row_norm_plan final : plan_impl {
     return out;
   }
 
-  void run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
+  void run_tasks(const call_args& a, std::size_t phase, std::size_t begin,
                  std::size_t end) const noexcept override {
     row_norm_config c = cfg;
     c.gamma = gamma_bytes != 0 ? static_cast<const float*>(a.workspace) : a.gamma;
@@ -505,7 +505,7 @@ bool rows_disjoint(int n, const std::int64_t* size, const std::int64_t* stride, 
 /// The quantized-output parameters against the op, y's type and the row length.
 status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y, std::int64_t cols,
                    stats_stage stage, const quant_params& q) noexcept {
-  const char* opname = op.name;
+  const char* opname = op_name(op.id);
   const bool y8 = dtype_size(y.type) == 1;
   if (dtype_size(x.type) == 1)
     return status::error(status_code::unsupported_dtype,
@@ -551,7 +551,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
                      float weight_offset, stats_stage stage, plan* out,
                      const quant_params& quant = {}, std::int64_t modulation_tokens = 0) noexcept {
-  const char* opname = op.name;
+  const char* opname = op_name(op.id);
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
   status s = check_tensor(x, "x");
@@ -592,6 +592,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
     return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", opname);
   }
   p->op = &op;
+  p->op_kind = op.id;
   p->kernels = kt;
   p->kernels_of_op = &(kt->*op.kernels);
   p->x_type = x.type;

@@ -88,7 +88,7 @@ void check_case(isa active, const bn_case& c, std::uint32_t seed) {
   prm.training = c.training;
   prm.fuse_relu = c.relu;
   if (c.stream) prm.stores = simdnorm::store_policy::streaming;
-  simdnorm::norm_args a;
+  simdnorm::batch_norm_args a;
   std::vector<float> mean(C, -1.f), rstd(C, -1.f);
   std::int64_t batches = 4;
   if (c.training) {
@@ -418,7 +418,7 @@ TEST_CASE("batch_norm training: running statistics after 3 batches (pytorch, onn
       const double n = double(N * S);
       for (int batch = 0; batch < 3; ++batch) {
         const std::vector<float> x = make_x(sh, 90 + std::uint32_t(batch), 3.0 * batch);
-        simdnorm::norm_args a;
+        simdnorm::batch_norm_args a;
         a.x = x.data(), a.y = y.data(), a.running_mean = rm.data(), a.running_var = rv.data();
         a.num_batches_tracked = &counter;
         REQUIRE(p.execute(a).ok());
@@ -452,7 +452,7 @@ TEST_CASE("batch_norm training: cumulative averaging continues from the counter 
   simdnorm::batch_norm_params prm;
   prm.training = true;
   prm.cumulative = true;
-  simdnorm::norm_args a;
+  simdnorm::batch_norm_args a;
   a.x = x.data(), a.y = y.data(), a.running_mean = rm.data(), a.running_var = rv.data();
   a.num_batches_tracked = &counter;
   REQUIRE(simdnorm::batch_norm(desc({N, C, S, 1}, false), desc({N, C, S, 1}, false), prm, a).ok());

@@ -510,17 +510,19 @@ static void test_bf16(void) {
   {
     uint16_t r[8];
     float yh[8];
+    simdnorm_layer_norm_args la;
+    memset(&la, 0, sizeof la);
     memcpy(r, xb, sizeof r);
-    a.residual = r;
-    a.residual_out = r;
-    CHECK(simdnorm_layer_norm(&d, &d, NULL, &a, NULL) == SIMDNORM_OK);
+    la.base = a;
+    la.residual.in = r;
+    la.residual.out = r;
+    CHECK(simdnorm_layer_norm_ex(&d, &d, NULL, &la, NULL) == SIMDNORM_OK);
     CHECK(r[0] == 0x4000 && r[4] == 0x41a0); /* 2.0 and 20.0 */
     CHECK(simdnorm_convert(yb, SIMDNORM_DTYPE_BF16, yh, SIMDNORM_DTYPE_F32, 8) == SIMDNORM_OK);
     for (int i = 0; i < 8; ++i) CHECK(yh[i] == y[i]); /* LayerNorm is scale-invariant: 2x */
-    a.residual_out = NULL;
-    CHECK_FAILS(simdnorm_layer_norm(&d, &d, NULL, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+    la.residual.out = NULL;
+    CHECK_FAILS(simdnorm_layer_norm_ex(&d, &d, NULL, &la, NULL), SIMDNORM_INVALID_ARGUMENT,
                 "go together");
-    a.residual = NULL;
   }
   /* a channel op on bf16: InstanceNorm of x as [2, 1, 4] (one plane per row of x) is the f32
    * op on the same values rounded once into bf16 */
@@ -564,6 +566,7 @@ static void test_channel_ops(void) {
   simdnorm_mean_variance_norm_params mvn = simdnorm_mean_variance_norm_params_default();
   simdnorm_plan_t p = NULL;
   simdnorm_norm_args a;
+  simdnorm_batch_norm_args ba;
   size_t c, i;
   double worst = 0;
 
@@ -579,6 +582,7 @@ static void test_channel_ops(void) {
   fill(b, C, 23, 0.f);
   CHECK(simdnorm_tensor_contiguous(&d, 4, shape) == SIMDNORM_OK);
   memset(&a, 0, sizeof a);
+  memset(&ba, 0, sizeof ba);
   a.x = x;
   a.y = y;
 
@@ -610,10 +614,11 @@ static void test_channel_ops(void) {
   for (c = 0; c < C; ++c) rmean[c] = 0.f, rvar[c] = 1.f;
   a.mean = bmean;
   a.rstd = brstd;
-  a.running_mean = rmean;
-  a.running_var = rvar;
-  a.num_batches_tracked = &batches;
-  CHECK(simdnorm_batch_norm(&d, &d, &bn, &a, NULL) == SIMDNORM_OK);
+  ba.base = a;
+  ba.running.mean = rmean;
+  ba.running.var = rvar;
+  ba.running.num_batches_tracked = &batches;
+  CHECK(simdnorm_batch_norm_ex(&d, &d, &bn, &ba, NULL) == SIMDNORM_OK);
   CHECK(batches == 1);
   CHECK(max_norm_error(x, y, N, C, HW, pick_channel, key_channel, 1e-5) <= 1e-5);
   for (c = 0; c < C; ++c) {
@@ -624,7 +629,8 @@ static void test_channel_ops(void) {
     CHECK(fabs(rvar[c] - (0.9 + 0.1 * var * (N * HW) / (N * HW - 1))) <= 1e-5); /* unbiased */
   }
   bn.convention = (simdnorm_momentum_convention)5;
-  CHECK_FAILS(simdnorm_batch_norm(&d, &d, &bn, &a, NULL), SIMDNORM_INVALID_ARGUMENT, "convention");
+  CHECK_FAILS(simdnorm_batch_norm_ex(&d, &d, &bn, &ba, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "convention");
   CHECK(batches == 1); /* untouched by the failure */
   bn = simdnorm_batch_norm_params_default();
   bn.layout = (simdnorm_channel_layout)2;
@@ -727,31 +733,32 @@ static void test_fusions(void) {
   const int64_t shape[2] = {2, 4};
   simdnorm_tensor_desc xd, yd;
   simdnorm_rms_norm_params p = simdnorm_rms_norm_params_default();
-  simdnorm_norm_args a = {0};
+  simdnorm_rms_norm_args a;
   int i;
+  memset(&a, 0, sizeof a);
   CHECK(p.quant.scaling == SIMDNORM_QUANT_DYNAMIC && p.quant.block == 0 && p.quant.scale == 1.f &&
         p.quant.zero_point == 0 && p.quant.row_amax == 0);
   CHECK(simdnorm_tensor_contiguous(&xd, 2, shape) == SIMDNORM_OK);
   yd = xd;
   yd.type = SIMDNORM_DTYPE_I8;
   for (i = 0; i < 8; ++i) gate[i] = 100.f; /* silu(100) = 100 */
-  a.x = x;
-  a.y = q;
-  a.residual = r;
-  a.residual_out = h;
-  a.residual_bias = bias;
+  a.base.x = x;
+  a.base.y = q;
+  a.residual.in = r;
+  a.residual.out = h;
+  a.residual.bias = bias;
   a.gate = gate;
-  a.y_scale = scales;
-  a.amax = amax;
+  a.quant.y_scale = scales;
+  a.quant.amax = amax;
   p.quant.row_amax = 1;
-  CHECK(simdnorm_rms_norm(&xd, &yd, &p, &a, NULL) == SIMDNORM_OK);
+  CHECK(simdnorm_rms_norm_ex(&xd, &yd, &p, &a, NULL) == SIMDNORM_OK);
   /* row 0: rms = sqrt(7.5), y = x / rms * 100, the largest |y| (4) gets code -127 */
   CHECK(fabsf(amax[0] - 400.f / sqrtf(7.5f)) <= 1e-3f);
   CHECK(fabsf(scales[0] - amax[0] / 127) <= 1e-5f);
   CHECK(q[3] == -127 && q[2] == 95 && q[0] == 32); /* 3 * 127 / 4 = 95.25, 127 / 4 = 31.75 */
   CHECK(q[4] == 127 && q[7] == 127);               /* a constant row: all at the top */
   p.quant.block = 3;
-  CHECK_FAILS(simdnorm_rms_norm(&xd, &yd, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+  CHECK_FAILS(simdnorm_rms_norm_ex(&xd, &yd, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
               "quant.block=3");
 }
 
@@ -762,7 +769,7 @@ static void test_modulation(void) {
   const int64_t shape[3] = {2, 2, 4};
   simdnorm_tensor_desc d;
   simdnorm_layer_norm_params p = simdnorm_layer_norm_params_default();
-  simdnorm_norm_args a;
+  simdnorm_layer_norm_args a;
   size_t r, i;
   for (i = 0; i < 16; ++i) {
     x[i] = (float)(i % 4) + (float)(i / 4); /* each row: k, k + 1, k + 2, k + 3 */
@@ -772,12 +779,12 @@ static void test_modulation(void) {
   CHECK(simdnorm_tensor_contiguous(&d, 3, shape) == SIMDNORM_OK);
   p.modulation_tokens = 2;
   memset(&a, 0, sizeof a);
-  a.x = x;
-  a.y = y;
-  a.modulation_scale = mod;
-  a.modulation_shift = mod + 4;
-  a.modulation_stride = 8;
-  CHECK(simdnorm_layer_norm(&d, &d, &p, &a, NULL) == SIMDNORM_OK);
+  a.base.x = x;
+  a.base.y = y;
+  a.modulation.scale = mod;
+  a.modulation.shift = mod + 4;
+  a.modulation.stride = 8;
+  CHECK(simdnorm_layer_norm_ex(&d, &d, &p, &a, NULL) == SIMDNORM_OK);
   for (r = 0; r < 4; ++r)
     for (i = 0; i < 4; ++i) {
       /* (i - 1.5) / sqrt(1.25 + eps) */
@@ -785,16 +792,30 @@ static void test_modulation(void) {
       const double want = t * (1 + mod[r / 2 * 8 + i]) + mod[r / 2 * 8 + 4 + i];
       CHECK(fabs(y[r * 4 + i] - want) <= 1e-5);
     }
-  a.modulation_shift = NULL;
-  CHECK_FAILS(simdnorm_layer_norm(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+  a.modulation.shift = NULL;
+  CHECK_FAILS(simdnorm_layer_norm_ex(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
               "modulation_shift");
-  a.modulation_shift = mod + 4;
-  a.modulation_stride = 3;
-  CHECK_FAILS(simdnorm_layer_norm(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+  a.modulation.shift = mod + 4;
+  a.modulation.stride = 3;
+  CHECK_FAILS(simdnorm_layer_norm_ex(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
               "modulation_stride=3");
   p.modulation_tokens = 3;
-  CHECK_FAILS(simdnorm_layer_norm(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+  CHECK_FAILS(simdnorm_layer_norm_ex(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
               "modulation_tokens=3");
+  { /* the typed entry points: another op's args struct is refused, run_<op> runs tasks */
+    simdnorm_plan_t plan = NULL;
+    simdnorm_rms_norm_args ra;
+    memset(&ra, 0, sizeof ra);
+    ra.base = a.base;
+    CHECK(simdnorm_plan_layer_norm(&d, &d, NULL, &plan) == SIMDNORM_OK);
+    CHECK_FAILS(simdnorm_plan_execute_rms_norm(plan, &ra, NULL), SIMDNORM_INVALID_ARGUMENT,
+                "rms_norm_args given to a plan of layer_norm");
+    memset(&a.modulation, 0, sizeof a.modulation);
+    CHECK(simdnorm_plan_run_layer_norm(plan, &a, 0, 0, simdnorm_plan_num_tasks(plan, 0)) ==
+          SIMDNORM_OK);
+    CHECK(simdnorm_plan_execute_layer_norm(plan, &a, NULL) == SIMDNORM_OK);
+    simdnorm_plan_destroy(plan);
+  }
 }
 
 int main(void) {

@@ -27,7 +27,7 @@ simdnorm::status run_case(const conformance::onnx_case& c, std::vector<float>& y
   const auto& x = c.inputs.at("x");
   const simdnorm::tensor_desc d = conformance::desc_of(x.shape);
   y.assign(x.data.size(), 0.f);
-  simdnorm::norm_args a;
+  test::any_args a;
   a.x = x.data.data();
   a.y = y.data();
   const float eps = float(c.attr_num("epsilon", 1e-5));
@@ -50,7 +50,7 @@ simdnorm::status run_case(const conformance::onnx_case& c, std::vector<float>& y
       p.gamma = input(c, "weight");
       p.beta = input(c, "bias");
     }
-    return simdnorm::batch_norm(d, d, p, a);
+    return simdnorm::batch_norm(d, d, p, test::as<simdnorm::batch_norm_args>(a));
   }
   a.gamma = input(c, "weight");
   a.beta = input(c, "bias");
@@ -59,18 +59,18 @@ simdnorm::status run_case(const conformance::onnx_case& c, std::vector<float>& y
     p.eps = eps;
     p.num_groups = int(c.attr_num("num_groups", 1));
     p.per_group_affine = c.has_tag("opset18_per_group_affine");
-    return simdnorm::group_norm(d, d, p, a);
+    return simdnorm::group_norm(d, d, p, test::as<simdnorm::group_norm_args>(a));
   }
   if (c.op == "instance_norm") {
     simdnorm::instance_norm_params p;
     p.eps = eps;
-    return simdnorm::instance_norm(d, d, p, a);
+    return simdnorm::instance_norm(d, d, p, test::as<simdnorm::instance_norm_args>(a));
   }
   simdnorm::mean_variance_norm_params p;  // mean_variance_norm
   const std::vector<int> axes = int_list(c.attr.count("axes") ? c.attr.at("axes") : "0,2,3");
   p.num_axes = int(axes.size());
   for (std::size_t k = 0; k < axes.size(); ++k) p.axes[k] = axes[k];
-  return simdnorm::mean_variance_norm(d, d, p, a);
+  return simdnorm::mean_variance_norm(d, d, p, test::as<simdnorm::mean_variance_norm_args>(a));
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
   ch_out out;
   out.rm = prm.rm, out.rv = prm.rv, out.batches = 3;
   out.mean.assign(units_of(c), -1.f), out.rstd.assign(units_of(c), -1.f);
-  simdnorm::norm_args a;
+  test::any_args a;
   a.x = x.base;
   a.y = c.in_place ? x.base : y.base;
   simdnorm::plan p;
@@ -164,7 +164,7 @@ ch_out run(const ch_case& c, const ch_params& prm, const std::vector<float>& x_n
     a.mean = out.mean.data(), a.rstd = out.rstd.data();
   if (c.stage == simdnorm::stats_stage::moments) a.moments_out = c.records;
   if (c.stage == simdnorm::stats_stage::apply) a.moments_in = c.records;
-  s = p.execute(a);
+  s = test::execute_any(p, a);
   REQUIRE_MESSAGE(s.ok(), s.message());
   const std::vector<float> got = c.in_place ? x.get(n) : y.get(n);
   out.y = nhwc_memory(c.lay) ? chref::to_nchw(got.data(), N, C, S) : got;

@@ -48,11 +48,11 @@ struct call {
   std::vector<float> x, y, big = std::vector<float>(256, 1.f);
   std::vector<float> rm = {0.f, 1.f, 2.f}, rv = {1.f, 1.f, 1.f};
   std::int64_t batches = 3;
-  simdnorm::norm_args a;
+  test::any_args a;
   bool null_plan = false;  // pass no output plan
   /// Runs a made plan; the default executes it on the default executor.
-  std::function<simdnorm::status(const simdnorm::plan&, const simdnorm::norm_args&)> run =
-      [](const simdnorm::plan& p, const simdnorm::norm_args& a) { return p.execute(a); };
+  std::function<simdnorm::status(const simdnorm::plan&, const test::any_args&)> run =
+      [](const simdnorm::plan& p, const test::any_args& a) { return test::execute_any(p, a); };
 
   explicit call(op which) : o(which) {
     const bool rows = o == op::layer_norm || o == op::rms_norm;
@@ -89,12 +89,12 @@ struct call {
 
 enum class stage { plan, run };
 
-using runner = std::function<simdnorm::status(const simdnorm::plan&, const simdnorm::norm_args&)>;
+using runner = std::function<simdnorm::status(const simdnorm::plan&, const test::any_args&)>;
 
 /// A call::run that runs tasks [begin, end) of `phase` on the calling thread.
 runner run_tasks(std::size_t phase, std::size_t begin, std::size_t end) {
-  return [=](const simdnorm::plan& p, const simdnorm::norm_args& a) {
-    return p.run(a, phase, begin, end);
+  return [=](const simdnorm::plan& p, const test::any_args& a) {
+    return test::run_any(p, a, phase, begin, end);
   };
 }
 
@@ -207,23 +207,23 @@ const row kRows[] = {
        c.run = run_tasks(1, 0, 1);
      }, stage::run, code::invalid_argument, "phase"},
     {"task range past the end", op::layer_norm, [](call& c) {
-       c.run = [](const simdnorm::plan& p, const simdnorm::norm_args& a) {
-         return p.run(a, 0, 0, p.num_tasks() + 1);
+       c.run = [](const simdnorm::plan& p, const test::any_args& a) {
+         return test::run_any(p, a, 0, 0, p.num_tasks() + 1);
        };
      }, stage::run, code::invalid_argument, "task"},
     {"task range reversed", op::layer_norm, [](call& c) {
        c.run = run_tasks(0, 1, 0);
      }, stage::run, code::invalid_argument, "task"},
     {"empty plan (execute)", op::layer_norm, [](call& c) {
-       c.run = [](const simdnorm::plan&, const simdnorm::norm_args& a) {
+       c.run = [](const simdnorm::plan&, const test::any_args& a) {
          const simdnorm::plan empty;
          CHECK(empty.num_tasks() == 0);
-         return empty.execute(a);
+         return empty.execute(static_cast<const simdnorm::norm_args&>(a));
        };
      }, stage::run, code::invalid_argument, "empty"},
     {"empty plan (run)", op::layer_norm, [](call& c) {
-       c.run = [](const simdnorm::plan&, const simdnorm::norm_args& a) {
-         return simdnorm::plan().run(a, 0, 0, 0);
+       c.run = [](const simdnorm::plan&, const test::any_args& a) {
+         return simdnorm::plan().run(static_cast<const simdnorm::norm_args&>(a), 0, 0, 0);
        };
      }, stage::run, code::invalid_argument, "empty"},
     {"beta given", op::rms_norm, [](call& c) { c.a.beta = c.big.data(); },
@@ -268,10 +268,10 @@ const row kRows[] = {
        c.x.assign(256 * 1024, 1.f);
        c.y.assign(256 * 1024, kY);
        c.a.x = c.x.data(), c.a.y = c.y.data();
-       c.run = [](const simdnorm::plan& p, const simdnorm::norm_args& a) {
+       c.run = [](const simdnorm::plan& p, const test::any_args& a) {
          REQUIRE(p.num_tasks() > 1);
          throwing_executor ex;
-         return p.execute(a, &ex);
+         return test::execute_any(p, a, &ex);
        };
      }, stage::run, code::internal_error, "executor threw"},
     // ---- BatchNorm ----
@@ -358,9 +358,11 @@ const row kRows[] = {
     {"mismatched shapes", op::group_norm,
      [](call& c) { c.yd = tensor_desc::contiguous({2, 6, 5}); },
      stage::plan, code::invalid_argument, "shape[2]"},
-    {"BatchNorm-only arguments", op::group_norm, [](call& c) {
-       c.a.running_mean = c.rm.data(), c.a.running_var = c.rv.data();
-     }, stage::run, code::invalid_argument, "BatchNorm training arguments"},
+    {"BatchNorm's args struct", op::group_norm, [](call& c) {
+       c.run = [](const simdnorm::plan& p, const test::any_args& a) {
+         return p.execute(test::as<simdnorm::batch_norm_args>(a));
+       };
+     }, stage::run, code::invalid_argument, "batch_norm_args given to a plan of group_norm"},
     {"unsupported strides", op::group_norm, [](call& c) {
        odd_strides(c);
        c.gn.num_groups = 2;

@@ -1,5 +1,5 @@
 // The transformer-block fusions of the row ops beyond the residual add (test_residual.cpp):
-// gated RMSNorm (norm_args::gate) against a float64 reference, alone and after a residual add,
+// gated RMSNorm (gate_operand) against a float64 reference, alone and after a residual add,
 // in place over the gate, padded rows, every type and ISA; non-finite gates; the errors.
 #include <cmath>
 #include <limits>
@@ -71,7 +71,7 @@ void check_gated(const gated_case& c, std::uint32_t seed, simdnorm::isa active,
   simdnorm::plan p;
   REQUIRE(simdnorm::plan::rms_norm(d, d, {1, 1e-6f}, &p).ok());
   REQUIRE(p.kernel_isa() == active);
-  simdnorm::norm_args a;
+  simdnorm::rms_norm_args a;
   a.x = x.data();
   a.gate = z.data();
   a.gamma = c.gamma ? g.data() : nullptr;
@@ -158,34 +158,37 @@ TEST_CASE("gated rms_norm: errors write nothing") {
   struct row {
     const char* what;
     int op;  // 0 rms_norm, 1 layer_norm, 2 lp_norm
-    void (*mutate)(simdnorm::norm_args&, float* z, float* h, float* y);
+    void (*mutate)(simdnorm::rms_norm_args&, float* z, float* h, float* y);
     const char* message;
   } rows[] = {
-      {"gate on layer_norm", 1, [](simdnorm::norm_args&, float*, float*, float*) {},
-       "layer_norm has no gate"},
-      {"gate on lp_norm", 2, [](simdnorm::norm_args&, float*, float*, float*) {},
-       "lp_norm has no gate"},
+      {"gate on layer_norm", 1, [](simdnorm::rms_norm_args&, float*, float*, float*) {},
+       "rms_norm_args given to a plan of layer_norm"},
+      {"gate on lp_norm", 2, [](simdnorm::rms_norm_args&, float*, float*, float*) {},
+       "rms_norm_args given to a plan of lp_norm"},
       {"gate over h", 0,
-       [](simdnorm::norm_args& a, float*, float* h, float*) {
+       [](simdnorm::rms_norm_args& a, float*, float* h, float*) {
          a.residual = a.x;  // h = x + x over h: the gate may not overlap h
          a.residual_out = h;
          a.gate = h + 4;
        },
        "args.gate and args.residual_out"},
       {"y partly over the gate", 0,
-       [](simdnorm::norm_args& a, float* z, float*, float*) { a.y = z + 1; },
+       [](simdnorm::rms_norm_args& a, float* z, float*, float*) { a.y = z + 1; },
        "args.y and args.gate"},
   };
   for (const row& c : rows) {
     CAPTURE(std::string(c.what));
-    simdnorm::norm_args a;
+    simdnorm::rms_norm_args a;
     a.x = x.data();
     a.gate = z.data();
     a.y = y.data();
     c.mutate(a, z.data(), h.data(), y.data());
-    const simdnorm::status s = c.op == 0   ? simdnorm::rms_norm(d, d, {}, a)
-                               : c.op == 1 ? simdnorm::layer_norm(d, d, {}, a)
-                                           : simdnorm::lp_norm(d, d, {}, a);
+    simdnorm::plan p;
+    REQUIRE((c.op == 0   ? simdnorm::plan::rms_norm(d, d, {}, &p)
+             : c.op == 1 ? simdnorm::plan::layer_norm(d, d, {}, &p)
+                         : simdnorm::plan::lp_norm(d, d, {}, &p))
+                .ok());
+    const simdnorm::status s = p.execute(a);
     CHECK(s.code() == simdnorm::status_code::invalid_argument);
     CHECK_MESSAGE(std::string(s.message()).find(c.message) != std::string::npos, s.message());
   }

@@ -173,8 +173,8 @@ call make_call(const op& o, const shape3& s, std::uint32_t seed) {
   return c;
 }
 
-simdnorm::norm_args args_of(const op& o, const float* x, call& c) {
-  simdnorm::norm_args a;
+test::any_args args_of(const op& o, const float* x, call& c) {
+  test::any_args a;
   a.x = x;
   a.y = c.y.data();
   if (o.k == kind::bn_inference) return a;  // folded into the plan
@@ -187,46 +187,46 @@ simdnorm::norm_args args_of(const op& o, const float* x, call& c) {
 /// Runs the plan's tasks some way: every driver must give the same bits.
 struct driver {
   const char* name;
-  void (*drive)(const simdnorm::plan& p, const simdnorm::norm_args& a);
+  void (*drive)(const simdnorm::plan& p, const test::any_args& a);
 };
 
-void all_tasks_inline(const simdnorm::plan& p, const simdnorm::norm_args& a) {
+void all_tasks_inline(const simdnorm::plan& p, const test::any_args& a) {
   test::buffer ws(p.workspace_bytes() / sizeof(float) + 1);
-  simdnorm::norm_args b = a;
+  test::any_args b = a;
   b.workspace = ws.data();
   for (std::size_t ph = 0; ph < p.num_phases(); ++ph)
-    REQUIRE(p.run(b, ph, 0, p.num_tasks(ph)).ok());
+    REQUIRE(test::run_any(p, b, ph, 0, p.num_tasks(ph)).ok());
 }
 
 /// One task per run call, in reverse order, from three host threads at once (per phase).
-void host_threads(const simdnorm::plan& p, const simdnorm::norm_args& a) {
+void host_threads(const simdnorm::plan& p, const test::any_args& a) {
   test::buffer ws(p.workspace_bytes() / sizeof(float) + 1);
-  simdnorm::norm_args b = a;
+  test::any_args b = a;
   b.workspace = ws.data();
   for (std::size_t ph = 0; ph < p.num_phases(); ++ph) {
     std::vector<std::thread> ts;
     for (std::size_t t = 0; t < 3; ++t)
       ts.emplace_back([&, t] {
         for (std::size_t k = p.num_tasks(ph); k-- > 0;)
-          if (k % 3 == t) (void)p.run(b, ph, k, k + 1);
+          if (k % 3 == t) (void)test::run_any(p, b, ph, k, k + 1);
       });
     for (auto& th : ts) th.join();
   }
 }
 
 template <std::size_t Chunks>
-void chunked(const simdnorm::plan& p, const simdnorm::norm_args& a) {
+void chunked(const simdnorm::plan& p, const test::any_args& a) {
   test::chunked_thread_executor ex(Chunks);
-  REQUIRE(p.execute(a, &ex).ok());
+  REQUIRE(test::execute_any(p, a, &ex).ok());
 }
 
 const driver kDrivers[] = {
     {"serial executor",
-     [](const simdnorm::plan& p, const simdnorm::norm_args& a) {
-       REQUIRE(p.execute(a, &simdnorm::serial_executor()).ok());
+     [](const simdnorm::plan& p, const test::any_args& a) {
+       REQUIRE(test::execute_any(p, a, &simdnorm::serial_executor()).ok());
      }},
-    {"default executor",
-     [](const simdnorm::plan& p, const simdnorm::norm_args& a) { REQUIRE(p.execute(a).ok()); }},
+    {"default executor", [](const simdnorm::plan& p,
+                            const test::any_args& a) { REQUIRE(test::execute_any(p, a).ok()); }},
     {"1 thread", chunked<1>},
     {"2 threads", chunked<2>},
     {"7 threads", chunked<7>},
@@ -283,7 +283,7 @@ TEST_CASE(
           call c = make_call(o, one, 42);
           simdnorm::plan p1;
           REQUIRE(make_plan(o, one, c, {}, &p1).ok());
-          REQUIRE(p1.execute(args_of(o, x.data() + (s.N - 1) * s.C * s.S, c)).ok());
+          REQUIRE(test::execute_any(p1, args_of(o, x.data() + (s.N - 1) * s.C * s.S, c)).ok());
           CHECK(test::bitwise_equal(c.y.data(), ref.y.data() + (s.N - 1) * s.C * s.S, c.y.size()));
         }
       }
@@ -309,9 +309,9 @@ TEST_CASE("invariance: streaming and regular stores give the same bits") {
           test::buffer y(s.numel());
           simdnorm::plan p;
           REQUIRE(make_plan(o, s, c, {stores, true}, &p).ok());
-          simdnorm::norm_args a = args_of(o, x.data(), c);
+          test::any_args a = args_of(o, x.data(), c);
           a.y = y.data();
-          REQUIRE(p.execute(a).ok());
+          REQUIRE(test::execute_any(p, a).ok());
           c.y.assign(y.data(), y.data() + s.numel());
           outs.push_back(c.all());
         }
@@ -348,8 +348,8 @@ TEST_CASE("invariance: NaN or Inf changes nothing outside its own unit") {
         simdnorm::plan p;
         REQUIRE(make_plan(o, s, c0, {}, &p).ok());
         call want = c0, got = c0;
-        REQUIRE(p.execute(args_of(o, clean.data(), want)).ok());
-        REQUIRE(p.execute(args_of(o, x.data(), got)).ok());
+        REQUIRE(test::execute_any(p, args_of(o, clean.data(), want)).ok());
+        REQUIRE(test::execute_any(p, args_of(o, x.data(), got)).ok());
 
         std::vector<int> poisoned(num_units(o, s), -1);  // unit -> index into bad
         for (int k = 0; k < 3; ++k) poisoned[unit_of(o, s, bad[k].n, bad[k].c)] = k;

@@ -94,7 +94,7 @@ void check_modulated(const mod_case& c, std::uint32_t seed, simdnorm::isa active
   }
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(p.kernel_isa() == active);
-  simdnorm::norm_args a;
+  test::any_args a;
   a.x = x.data();
   a.y = c.in_place ? x.data() : y.data();
   a.gamma = c.gamma ? g.data() : nullptr;
@@ -124,7 +124,10 @@ void check_modulated(const mod_case& c, std::uint32_t seed, simdnorm::isa active
     REQUIRE(mp.execute(ma).ok());
     a.moments_in = m.data();
   }
-  test::execute_checked(p, a);
+  if (c.rms)
+    test::execute_checked(p, test::as<simdnorm::rms_norm_args>(a));
+  else
+    test::execute_checked(p, test::as<simdnorm::layer_norm_args>(a));
   const std::vector<float> got = c.in_place ? x.get(n) : y.get(n);
 
   // Bound: the unmodulated y's bound (test_residual.cpp) times |1 + scale|, plus the folds'
@@ -255,7 +258,7 @@ TEST_CASE("adaLN: an int8 y is the float y quantized, bit for bit, every ISA") {
             {std::int64_t(batches), std::int64_t(tokens), std::int64_t(cols)});
         tensor_desc qd = xd;
         qd.type = dtype::i8;
-        simdnorm::norm_args a;
+        test::any_args a;
         a.x = x.data();
         a.gamma = g.data();
         a.beta = rms ? nullptr : b.data();
@@ -268,12 +271,14 @@ TEST_CASE("adaLN: an int8 y is the float y quantized, bit for bit, every ISA") {
         simdnorm::rms_norm_params rp;
         lp.modulation_tokens = rp.modulation_tokens = std::int64_t(tokens);
         a.y = yf.data();
-        REQUIRE(
-            (rms ? simdnorm::rms_norm(xd, xd, rp, a) : simdnorm::layer_norm(xd, xd, lp, a)).ok());
+        REQUIRE((rms ? simdnorm::rms_norm(xd, xd, rp, test::as<simdnorm::rms_norm_args>(a))
+                     : simdnorm::layer_norm(xd, xd, lp, test::as<simdnorm::layer_norm_args>(a)))
+                    .ok());
         a.y = q.data();
         a.y_scale = yscale.data();
         const simdnorm::status s =
-            rms ? simdnorm::rms_norm(xd, qd, rp, a) : simdnorm::layer_norm(xd, qd, lp, a);
+            rms ? simdnorm::rms_norm(xd, qd, rp, test::as<simdnorm::rms_norm_args>(a))
+                : simdnorm::layer_norm(xd, qd, lp, test::as<simdnorm::layer_norm_args>(a));
         REQUIRE_MESSAGE(s.ok(), s.message());
         test::failures bad;
         for (std::size_t k = 0; k < rows; ++k) {
@@ -306,7 +311,7 @@ TEST_CASE("adaLN: a DiT block's modulate(norm(x), shift, scale) from the chunked
   p.modulation_tokens = T;
   simdnorm::plan norm1;
   REQUIRE(simdnorm::plan::layer_norm(d, d, p, &norm1).ok());
-  simdnorm::norm_args a;
+  simdnorm::layer_norm_args a;
   a.x = x.data();
   a.y = y.data();
   a.modulation_shift = ada.data() + 0 * D;  // shift_msa: chunk 0
@@ -345,43 +350,39 @@ TEST_CASE("adaLN: bad modulation arguments are refused and write nothing") {
   struct row {
     const char* what;
     std::int64_t tokens;  // the plan's modulation_tokens; negative: -T on RMSNorm with a gate
-    void (*mutate)(simdnorm::norm_args&, float* mod, float* y);
+    void (*mutate)(test::any_args&, float* mod, float* y);
     const char* message;
   } rows[] = {
-      {"no modulation in the plan", 0, [](simdnorm::norm_args&, float*, float*) {},
+      {"no modulation in the plan", 0, [](test::any_args&, float*, float*) {},
        "has no adaLN modulation"},
       {"stride without a modulation plan", 0,
-       [](simdnorm::norm_args& a, float*, float*) {
+       [](test::any_args& a, float*, float*) {
          a.modulation_scale = a.modulation_shift = nullptr;
          a.modulation_stride = 8;
        },
        "has no adaLN modulation"},
       {"scale without shift", T,
-       [](simdnorm::norm_args& a, float*, float*) { a.modulation_shift = nullptr; },
+       [](test::any_args& a, float*, float*) { a.modulation_shift = nullptr; },
        "modulation_shift is null"},
       {"shift without scale", T,
-       [](simdnorm::norm_args& a, float*, float*) { a.modulation_scale = nullptr; },
+       [](test::any_args& a, float*, float*) { a.modulation_scale = nullptr; },
        "modulation_scale is null"},
-      {"negative stride", T,
-       [](simdnorm::norm_args& a, float*, float*) { a.modulation_stride = -8; },
+      {"negative stride", T, [](test::any_args& a, float*, float*) { a.modulation_stride = -8; },
        "modulation_stride=-8"},
       {"stride shorter than a row", T,
-       [](simdnorm::norm_args& a, float*, float*) { a.modulation_stride = 7; },
-       "modulation_stride=7"},
+       [](test::any_args& a, float*, float*) { a.modulation_stride = 7; }, "modulation_stride=7"},
       {"stride that overflows", T,
-       [](simdnorm::norm_args& a, float*, float*) { a.modulation_stride = INT64_MAX / 2; },
-       "overflows"},
-      {"shift over y", T,
-       [](simdnorm::norm_args& a, float*, float* y) { a.modulation_shift = y + 4; },
+       [](test::any_args& a, float*, float*) { a.modulation_stride = INT64_MAX / 2; }, "overflows"},
+      {"shift over y", T, [](test::any_args& a, float*, float* y) { a.modulation_shift = y + 4; },
        "args.modulation_shift and args.y overlap"},
       {"scale over h", T,
-       [](simdnorm::norm_args& a, float* mod, float*) {
+       [](test::any_args& a, float* mod, float*) {
          a.residual = a.x;
          a.residual_out = mod;
          a.modulation_scale = mod + 8;
        },
        "args.modulation_scale and args.residual_out overlap"},
-      {"the gate (RMSNorm)", -T, [](simdnorm::norm_args&, float*, float*) {},
+      {"the gate (RMSNorm)", -T, [](test::any_args&, float*, float*) {},
        "gated RMSNorm does not combine"},
   };
   for (const row& c : rows) {
@@ -389,7 +390,7 @@ TEST_CASE("adaLN: bad modulation arguments are refused and write nothing") {
     simdnorm::layer_norm_params p;
     simdnorm::rms_norm_params rp;
     p.modulation_tokens = rp.modulation_tokens = c.tokens < 0 ? -c.tokens : c.tokens;
-    simdnorm::norm_args a;
+    test::any_args a;
     a.x = x.data();
     a.y = y.data();
     a.gate = c.tokens < 0 ? z.data() : nullptr;
@@ -397,7 +398,8 @@ TEST_CASE("adaLN: bad modulation arguments are refused and write nothing") {
     a.modulation_shift = mod.data() + 16;
     c.mutate(a, mod.data(), y.data());
     const simdnorm::status s =
-        c.tokens < 0 ? simdnorm::rms_norm(d, d, rp, a) : simdnorm::layer_norm(d, d, p, a);
+        c.tokens < 0 ? simdnorm::rms_norm(d, d, rp, test::as<simdnorm::rms_norm_args>(a))
+                     : simdnorm::layer_norm(d, d, p, test::as<simdnorm::layer_norm_args>(a));
     CHECK(s.code() != simdnorm::status_code::ok);
     CHECK_MESSAGE(std::string(s.message()).find(c.message) != std::string::npos, s.message());
   }

@@ -108,7 +108,7 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
   }
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(p.kernel_isa() == active);
-  simdnorm::norm_args a;
+  test::any_args a;
   a.x = x.data();
   a.y = y.data();
   a.gamma = g.data();
@@ -122,7 +122,8 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
   const bool dynamic = c.q.scaling == simdnorm::quant_scaling::dynamic;
   a.y_scale = dynamic ? scales.data() : nullptr;
   a.amax = c.amax ? amax.data() : nullptr;
-  s = p.execute(a);
+  s = c.rms ? p.execute(test::as<simdnorm::rms_norm_args>(a))
+            : p.execute(test::as<simdnorm::layer_norm_args>(a));
   REQUIRE_MESSAGE(s.ok(), s.message());
 
   const double depth = ref::accumulation_depth(c.cols, test::lanes(active));
@@ -205,12 +206,13 @@ void run_rows(bool rms, dtype yt, std::size_t cols, const std::vector<float>& x,
   const tensor_desc yd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, yt);
   y.assign(x.size(), 0xa5);
   scales.assign(rows, -1.f);
-  simdnorm::norm_args a;
+  test::any_args a;
   a.x = x.data();
   a.y = y.data();
   a.y_scale = scales.data();
   const simdnorm::status s =
-      rms ? simdnorm::rms_norm(xd, yd, {}, a) : simdnorm::layer_norm(xd, yd, {}, a);
+      rms ? simdnorm::rms_norm(xd, yd, {}, test::as<simdnorm::rms_norm_args>(a))
+          : simdnorm::layer_norm(xd, yd, {}, test::as<simdnorm::layer_norm_args>(a));
   REQUIRE_MESSAGE(s.ok(), s.message());
 }
 
@@ -345,75 +347,69 @@ TEST_CASE("quantize: errors are clear and write nothing") {
     const char* what;
     int op;  // 0 rms_norm, 1 layer_norm, 2 lp_norm
     dtype x, y;
-    void (*mutate)(simdnorm::quant_params&, simdnorm::norm_args&, simdnorm::stats_stage&);
+    void (*mutate)(simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage&);
     simdnorm::status_code code;
     const char* message;
   } table[] = {
       {"missing y_scale", 0, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params&, simdnorm::norm_args& a, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params&, test::any_args& a, simdnorm::stats_stage&) {
          a.y_scale = nullptr;
        },
        simdnorm::status_code::invalid_argument, "args.y_scale is null"},
       {"y_scale with a static scale", 1, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params& q, simdnorm::norm_args&, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) {
          q.scaling = simdnorm::quant_scaling::per_tensor;
        },
        simdnorm::status_code::invalid_argument, "writes no scales"},
       {"missing amax", 0, dtype::f32, dtype::f8e4m3fn,
-       [](simdnorm::quant_params& q, simdnorm::norm_args&, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) {
          q.row_amax = true;
        },
        simdnorm::status_code::invalid_argument, "args.amax is null"},
       {"amax without row_amax", 0, dtype::f32, dtype::f32,
-       [](simdnorm::quant_params&, simdnorm::norm_args& a, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params&, test::any_args& a, simdnorm::stats_stage&) {
          a.amax = a.y_scale;  // any float array
          a.y_scale = nullptr;
        },
        simdnorm::status_code::invalid_argument, "set quant.row_amax"},
       {"lp_norm into int8", 2, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params&, simdnorm::norm_args&, simdnorm::stats_stage&) {},
+       [](simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage&) {},
        simdnorm::status_code::unsupported_dtype, "8-bit outputs are layer_norm's and rms_norm's"},
       {"int8 x", 0, dtype::i8, dtype::f32,
-       [](simdnorm::quant_params&, simdnorm::norm_args&, simdnorm::stats_stage&) {},
+       [](simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage&) {},
        simdnorm::status_code::unsupported_dtype, "8-bit types are outputs"},
       {"block 16", 0, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params& q, simdnorm::norm_args&, simdnorm::stats_stage&) {
-         q.block = 16;
-       },
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) { q.block = 16; },
        simdnorm::status_code::invalid_argument, "quant.block=16"},
       {"block 48 does not divide 64", 1, dtype::f32, dtype::f8e4m3fn,
-       [](simdnorm::quant_params& q, simdnorm::norm_args&, simdnorm::stats_stage&) {
-         q.block = 48;
-       },
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) { q.block = 48; },
        simdnorm::status_code::invalid_argument, "divide the row length 64"},
       {"block with a float y", 0, dtype::f32, dtype::f32,
-       [](simdnorm::quant_params& q, simdnorm::norm_args&, simdnorm::stats_stage&) {
-         q.block = 32;
-       },
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) { q.block = 32; },
        simdnorm::status_code::invalid_argument, "apply to an 8-bit y"},
       {"zero scale", 0, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params& q, simdnorm::norm_args& a, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params& q, test::any_args& a, simdnorm::stats_stage&) {
          q.scaling = simdnorm::quant_scaling::per_tensor;
          q.scale = 0.f;
          a.y_scale = nullptr;
        },
        simdnorm::status_code::invalid_argument, "quant.scale=0"},
       {"fp8 zero point", 0, dtype::f32, dtype::f8e4m3fn,
-       [](simdnorm::quant_params& q, simdnorm::norm_args& a, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params& q, test::any_args& a, simdnorm::stats_stage&) {
          q.scaling = simdnorm::quant_scaling::per_tensor;
          q.zero_point = 3;
          a.y_scale = nullptr;
        },
        simdnorm::status_code::invalid_argument, "quant.zero_point=3"},
       {"int8 zero point out of range", 1, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params& q, simdnorm::norm_args& a, simdnorm::stats_stage&) {
+       [](simdnorm::quant_params& q, test::any_args& a, simdnorm::stats_stage&) {
          q.scaling = simdnorm::quant_scaling::per_tensor;
          q.zero_point = 128;
          a.y_scale = nullptr;
        },
        simdnorm::status_code::invalid_argument, "quant.zero_point=128"},
       {"apply stage", 0, dtype::f32, dtype::i8,
-       [](simdnorm::quant_params&, simdnorm::norm_args&, simdnorm::stats_stage& st) {
+       [](simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage& st) {
          st = simdnorm::stats_stage::apply;
        },
        simdnorm::status_code::invalid_argument, "needs whole rows"},
@@ -423,7 +419,7 @@ TEST_CASE("quantize: errors are clear and write nothing") {
     const tensor_desc xd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, c.x);
     const tensor_desc yd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, c.y);
     simdnorm::quant_params q;
-    simdnorm::norm_args a;
+    test::any_args a;
     a.x = x.data();
     a.y = y.data();
     a.y_scale = scales.data();
@@ -434,14 +430,14 @@ TEST_CASE("quantize: errors are clear and write nothing") {
       simdnorm::rms_norm_params p;
       p.quant = q;
       p.stage = stage;
-      s = simdnorm::rms_norm(xd, yd, p, a);
+      s = simdnorm::rms_norm(xd, yd, p, test::as<simdnorm::rms_norm_args>(a));
     } else if (c.op == 1) {
       simdnorm::layer_norm_params p;
       p.quant = q;
       p.stage = stage;
-      s = simdnorm::layer_norm(xd, yd, p, a);
+      s = simdnorm::layer_norm(xd, yd, p, test::as<simdnorm::layer_norm_args>(a));
     } else {
-      s = simdnorm::lp_norm(xd, yd, {}, a);
+      s = simdnorm::lp_norm(xd, yd, {}, test::as<simdnorm::lp_norm_args>(a));
     }
     CHECK(s.code() == c.code);
     CHECK_MESSAGE(std::string(s.message()).find(c.message) != std::string::npos, s.message());

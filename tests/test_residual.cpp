@@ -1,4 +1,4 @@
-// The fused residual add of the row ops (norm_args::residual): h = x + residual stored to
+// The fused residual add of the row ops (residual_operands): h = x + residual stored to
 // residual_out bit for bit as the f32 sum rounded once into x's type, and y = norm(h) against
 // float64 of h as stored; in place as engines use it (h over the residual, y over x), padded
 // rows, every type and ISA; the aliasing rules and the errors.
@@ -63,7 +63,7 @@ void check_residual(bool rms, dtype t, std::size_t rows, std::size_t cols, std::
                : simdnorm::plan::layer_norm(d, d, {1, 1e-5f}, &p))
               .ok());
   REQUIRE(p.kernel_isa() == active);
-  simdnorm::norm_args a;
+  test::any_args a;
   a.x = x.data();
   a.residual = r.data();
   a.residual_bias = with_bias ? bias.data() : nullptr;
@@ -71,7 +71,8 @@ void check_residual(bool rms, dtype t, std::size_t rows, std::size_t cols, std::
   a.beta = rms ? nullptr : b.data();
   a.y = m == mode::h_over_residual_y_over_x ? x.data() : y.data();
   a.residual_out = m == mode::separate ? h.data() : m == mode::h_over_x ? x.data() : r.data();
-  const simdnorm::status s = p.execute(a);
+  const simdnorm::status s = rms ? p.execute(test::as<simdnorm::rms_norm_args>(a))
+                                 : p.execute(test::as<simdnorm::layer_norm_args>(a));
   REQUIRE_MESSAGE(s.ok(), s.message());
 
   const std::vector<float> h_got = m == mode::separate   ? h.get(n)
@@ -149,33 +150,39 @@ TEST_CASE("residual: aliasing rules and errors write nothing") {
   const tensor_desc d = tensor_desc::contiguous({4, 8});
   struct row {
     const char* what;
-    void (*mutate)(simdnorm::norm_args&, float* x, float* r, float* h, float* y);
+    void (*mutate)(simdnorm::layer_norm_args&, float* x, float* r, float* h, float* y);
     const char* message;
   } rows[] = {
       {"residual without residual_out",
-       [](simdnorm::norm_args& a, float*, float*, float*, float*) { a.residual_out = nullptr; },
+       [](simdnorm::layer_norm_args& a, float*, float*, float*, float*) {
+         a.residual_out = nullptr;
+       },
        "go together"},
       {"residual_out without residual",
-       [](simdnorm::norm_args& a, float*, float*, float*, float*) { a.residual = nullptr; },
+       [](simdnorm::layer_norm_args& a, float*, float*, float*, float*) { a.residual = nullptr; },
        "go together"},
-      {"y over h", [](simdnorm::norm_args& a, float*, float*, float* h, float*) { a.y = h; },
+      {"y over h", [](simdnorm::layer_norm_args& a, float*, float*, float* h, float*) { a.y = h; },
        "args.y and args.residual_out"},
       {"h partly over x",
-       [](simdnorm::norm_args& a, float* x, float*, float*, float*) { a.residual_out = x + 1; },
+       [](simdnorm::layer_norm_args& a, float* x, float*, float*, float*) {
+         a.residual_out = x + 1;
+       },
        "args.residual_out and args.x"},
       {"bias without a residual",
-       [](simdnorm::norm_args& a, float* x, float*, float*, float*) {
+       [](simdnorm::layer_norm_args& a, float* x, float*, float*, float*) {
          a.residual = a.residual_out = nullptr;
          a.residual_bias = x;
        },
        "needs args.residual"},
       {"h partly over the residual",
-       [](simdnorm::norm_args& a, float*, float* r, float*, float*) { a.residual_out = r + 3; },
+       [](simdnorm::layer_norm_args& a, float*, float* r, float*, float*) {
+         a.residual_out = r + 3;
+       },
        "args.residual_out and args.residual"},
   };
   for (const row& c : rows) {
     CAPTURE(std::string(c.what));
-    simdnorm::norm_args a;
+    simdnorm::layer_norm_args a;
     a.x = x.data();
     a.residual = r.data();
     a.residual_out = h.data();
@@ -190,14 +197,21 @@ TEST_CASE("residual: aliasing rules and errors write nothing") {
     CHECK(y[i] == 7.f);
     CHECK(r[i] == 2.f);
   }
-  // a channel op given a residual
-  simdnorm::norm_args a;
+  // A channel op has no residual operands: another op's args struct does not convert to its
+  // own, and a plan refuses another op's args struct.
+  static_assert(!std::is_convertible_v<simdnorm::layer_norm_args, simdnorm::instance_norm_args>);
+  simdnorm::layer_norm_args a;
   a.x = x.data();
   a.y = y.data();
   a.residual = r.data();
   a.residual_out = h.data();
-  simdnorm::instance_norm_params in;
-  CHECK(simdnorm::instance_norm(tensor_desc::contiguous({1, 2, 4, 4}),
-                                tensor_desc::contiguous({1, 2, 4, 4}), in, a)
-            .code() == simdnorm::status_code::invalid_argument);
+  simdnorm::plan p;
+  REQUIRE(simdnorm::plan::instance_norm(tensor_desc::contiguous({1, 2, 4, 4}),
+                                        tensor_desc::contiguous({1, 2, 4, 4}), {}, &p)
+              .ok());
+  const simdnorm::status s = p.execute(a);
+  CHECK(s.code() == simdnorm::status_code::invalid_argument);
+  CHECK_MESSAGE(std::string(s.message()).find("layer_norm_args given to a plan of instance_norm") !=
+                    std::string::npos,
+                s.message());
 }

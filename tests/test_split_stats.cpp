@@ -314,19 +314,19 @@ TEST_CASE("split statistics: bad input is refused with a clear message and write
   struct bad_call {
     const char* what;  // a word the message must contain
     stats_stage stage;
-    std::function<void(simdnorm::norm_args&, std::vector<moments>&)> edit;
+    std::function<void(simdnorm::layer_norm_args&, std::vector<moments>&)> edit;
   };
   const bad_call calls[] = {
       {"moments_out", stats_stage::moments,
-       [](simdnorm::norm_args& a, std::vector<moments>&) { a.moments_out = nullptr; }},
+       [](simdnorm::layer_norm_args& a, std::vector<moments>&) { a.moments_out = nullptr; }},
       {"moments_in", stats_stage::apply,
-       [](simdnorm::norm_args& a, std::vector<moments>&) { a.moments_in = nullptr; }},
+       [](simdnorm::layer_norm_args& a, std::vector<moments>&) { a.moments_in = nullptr; }},
       {"kind", stats_stage::apply,
-       [&](simdnorm::norm_args&, std::vector<moments>& m) { m[1] = squares; }},
+       [&](simdnorm::layer_norm_args&, std::vector<moments>& m) { m[1] = squares; }},
       {"count", stats_stage::apply,
-       [&](simdnorm::norm_args&, std::vector<moments>& m) { m[0] = empty; }},
+       [&](simdnorm::layer_norm_args&, std::vector<moments>& m) { m[0] = empty; }},
       {"residual", stats_stage::apply,
-       [&](simdnorm::norm_args& a, std::vector<moments>&) {
+       [&](simdnorm::layer_norm_args& a, std::vector<moments>&) {
          a.residual = r.data();
          a.residual_out = h.data();
        }},
@@ -337,7 +337,7 @@ TEST_CASE("split statistics: bad input is refused with a clear message and write
     REQUIRE(make(row_op::layer_norm, d, d, c.stage, &p).ok());
     std::vector<moments> m = in, out(rows);
     std::vector<float> y(rows * cols, 7.25f);
-    simdnorm::norm_args a;
+    simdnorm::layer_norm_args a;
     a.x = pb.x.data();
     a.y = y.data();
     a.moments_in = m.data();
@@ -372,9 +372,9 @@ struct sync_bn_result {
         batches(parts, 3) {}
 
   /// The training-forward arguments of part k, whose values start at `offset`.
-  simdnorm::norm_args args(const std::vector<float>& x, std::size_t k, std::size_t offset,
-                           const std::vector<float>& g, const std::vector<float>& b) {
-    simdnorm::norm_args a;
+  simdnorm::batch_norm_args args(const std::vector<float>& x, std::size_t k, std::size_t offset,
+                                 const std::vector<float>& g, const std::vector<float>& b) {
+    simdnorm::batch_norm_args a;
     a.x = x.data() + offset;
     a.y = y.data() + offset;
     a.gamma = g.data();
@@ -422,7 +422,7 @@ sync_bn_result sync_batch_norm(simdnorm::channel_layout layout, const std::vecto
     simdnorm::plan p;
     const tensor_desc d = desc(cuts[k + 1] - cuts[k]);
     REQUIRE(simdnorm::plan::batch_norm(d, d, prm, &p).ok());
-    simdnorm::norm_args a = out.args(x, k, cuts[k] * C * S, g, b);
+    simdnorm::batch_norm_args a = out.args(x, k, cuts[k] * C * S, g, b);
     a.moments_in = merged.data();
     const simdnorm::status s = p.execute(a, exec);
     REQUIRE_MESSAGE(s.ok(), s.message());
@@ -656,7 +656,7 @@ TEST_CASE("split statistics: channel ops refuse bad records and stages, writing 
   for (const bad_records& c : {bad_records{"count", one_value}, bad_records{"kind", squares}}) {
     CAPTURE(c.what);
     const moments in[3] = {ok, c.second, ok};
-    simdnorm::norm_args a;
+    simdnorm::batch_norm_args a;
     a.x = x.data();
     a.y = y.data();
     a.running_mean = rm.data();

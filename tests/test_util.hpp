@@ -9,6 +9,7 @@
 #include <exception>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "simdnorm/simdnorm.hpp"
@@ -221,11 +222,59 @@ struct typed_buffer {
   }
 };
 
-/// Runs the plan on the arguments and stops the test case, with the library's message, if it
-/// fails.
-inline void execute_checked(const simdnorm::plan& p, const simdnorm::norm_args& a) {
+/// Runs the plan on the arguments (norm_args or an op's args struct) and stops the test case,
+/// with the library's message, if it fails.
+template <class Args>
+void execute_checked(const simdnorm::plan& p, const Args& a) {
   const simdnorm::status s = p.execute(a);
   REQUIRE_MESSAGE(s.ok(), s.message());
+}
+
+/// Every operand of every op, for a test that drives several ops with one set of pointers; an
+/// op takes its part through as<>.
+struct any_args : simdnorm::norm_args,
+                  simdnorm::residual_operands,
+                  simdnorm::quantized_outputs,
+                  simdnorm::modulation_operands,
+                  simdnorm::gate_operand,
+                  simdnorm::running_statistics {};
+
+/// The operands of `a` that the args struct `Args` has (as<simdnorm::rms_norm_args>(a)).
+template <class Args>
+Args as(const any_args& a) {
+  Args o = static_cast<const simdnorm::norm_args&>(a);
+  if constexpr (std::is_base_of_v<simdnorm::residual_operands, Args>)
+    static_cast<simdnorm::residual_operands&>(o) = a;
+  if constexpr (std::is_base_of_v<simdnorm::quantized_outputs, Args>)
+    static_cast<simdnorm::quantized_outputs&>(o) = a;
+  if constexpr (std::is_base_of_v<simdnorm::modulation_operands, Args>)
+    static_cast<simdnorm::modulation_operands&>(o) = a;
+  if constexpr (std::is_base_of_v<simdnorm::gate_operand, Args>)
+    static_cast<simdnorm::gate_operand&>(o) = a;
+  if constexpr (std::is_base_of_v<simdnorm::running_statistics, Args>)
+    static_cast<simdnorm::running_statistics&>(o) = a;
+  return o;
+}
+
+/// f(as<the args struct of p's op>(a)): lets a test run plans of any op on one any_args.
+template <class F>
+simdnorm::status with_args_of(const simdnorm::plan& p, const any_args& a, F&& f) {
+  const std::string op = p.op_name();
+#define SIMDNORM_TEST_ARGS_OF(name) \
+  if (op == #name) return f(as<simdnorm::name##_args>(a));
+  SIMDNORM_OP_LIST(SIMDNORM_TEST_ARGS_OF)
+#undef SIMDNORM_TEST_ARGS_OF
+  return f(static_cast<const simdnorm::norm_args&>(a));  // an empty plan refuses it
+}
+
+inline simdnorm::status execute_any(const simdnorm::plan& p, const any_args& a,
+                                    simdnorm::executor* exec = nullptr) {
+  return with_args_of(p, a, [&](const auto& args) { return p.execute(args, exec); });
+}
+
+inline simdnorm::status run_any(const simdnorm::plan& p, const any_args& a, std::size_t phase,
+                                std::size_t begin, std::size_t end) {
+  return with_args_of(p, a, [&](const auto& args) { return p.run(args, phase, begin, end); });
 }
 
 inline void fill_normal(float* p, std::size_t n, std::uint32_t seed, double mean = 0,

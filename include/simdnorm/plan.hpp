@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "simdnorm/executor.hpp"
 #include "simdnorm/export.h"
@@ -278,8 +279,11 @@ struct mean_variance_norm_params {
   stats_stage stage = stats_stage::full;  ///< split statistics: one record per kept index
 };
 
-/// Pointers for one run. Shapes and strides live in the plan; these must match them.
-/// y may alias x exactly (same pointer, same strides); any other overlap is an error.
+/// The operands of every op, for one run. Shapes and strides live in the plan; these must match
+/// them. y may alias x exactly (same pointer, same strides); any other overlap is an error.
+/// An op's own operands (the residual add, quantized outputs, running statistics, ...) come in
+/// its args struct below, which extends this one: `layer_norm_args`, `batch_norm_args`, ... A
+/// plan runs with its op's args struct or with a plain norm_args (no operands of its own).
 struct norm_args {
   const void* x = nullptr;       ///< required: elements of the x descriptor's dtype
   void* y = nullptr;             ///< required: elements of the y descriptor's dtype
@@ -297,25 +301,6 @@ struct norm_args {
   // float per statistics group: C for BatchNorm training (the batch mean and
   // 1/sqrt(biased var + eps)), N * num_groups for GroupNorm, N * C for InstanceNorm.
 
-  // BatchNorm training only:
-  /// [C], read and updated in place (see batch_norm_params::convention). Optional; running_var
-  /// must be given with it. Untouched when the call fails.
-  float* running_mean = nullptr;
-  float* running_var = nullptr;  ///< [C], read and updated in place, with running_mean
-  /// The number of batches seen so far; incremented by one on every successful call. Required
-  /// with batch_norm_params::cumulative when running statistics are given; optional otherwise.
-  std::int64_t* num_batches_tracked = nullptr;
-
-  // Row ops (LayerNorm, RMSNorm, Lp) only: the residual add of a pre-norm transformer block,
-  // fused. With `residual`, the op computes h = x + residual, stores h to `residual_out` and
-  // normalizes h as stored: y = norm(h). residual and residual_out have x's shape, strides and
-  // type. The sum is taken in f32 and rounded once into x's type, and the statistics are those
-  // of the rounded h (vLLM's fused_add_rms_norm, and PyTorch's x + r followed by the norm).
-  // residual_out may be residual or x (in place, as engines update the residual stream); y
-  // may be x, but not residual_out.
-  const void* residual = nullptr;  ///< optional; requires residual_out
-  void* residual_out = nullptr;    ///< the sum h, the next layer's residual
-
   // Split statistics (see stats_stage), one record per row (row-major order) or statistics
   // group (the order of mean and rstd):
   /// stats_stage::moments: written. Such a plan reads x (row ops: and residual, storing h to
@@ -324,31 +309,39 @@ struct norm_args {
   /// stats_stage::apply: read, the statistics of the whole row or group (merged). Their count,
   /// not this part's size, divides the sums. The row ops' residual add is refused here.
   const moments* moments_in = nullptr;
+};
 
-  /// RMSNorm only, optional: gated RMSNorm, y = rms_norm(x) * gamma * silu(gate) with
-  /// silu(z) = z / (1 + exp(-z)) (Qwen3-Next's RMSNormGated, Mamba-2's with
-  /// norm_before_gate=True: norm, then gate). The gate has x's shape, strides and type; with a
-  /// residual add the norm is of h and the gate still multiplies after it. All in f32, y
-  /// rounded once. y may be the gate (same layout); the gate must not overlap residual_out.
-  const void* gate = nullptr;
-
-  /// Row ops, optional, with `residual`: h = (x + residual) + residual_bias, a bias over the
-  /// row ([row length] floats, dense, broadcast over the rows), summed in f32 in that order and
-  /// rounded once into x's type (ONNX Runtime's SkipLayerNormalization bias input).
+/// The residual add of a pre-norm transformer block, fused into a row op (LayerNorm, RMSNorm,
+/// Lp). With `residual`, the op computes h = x + residual, stores h to `residual_out` and
+/// normalizes h as stored: y = norm(h). residual and residual_out have x's shape, strides and
+/// type. The sum is taken in f32 and rounded once into x's type, and the statistics are those
+/// of the rounded h (vLLM's fused_add_rms_norm, and PyTorch's x + r followed by the norm).
+/// residual_out may be residual or x (in place, as engines update the residual stream); y
+/// may be x, but not residual_out.
+struct residual_operands {
+  const void* residual = nullptr;  ///< optional; requires residual_out
+  void* residual_out = nullptr;    ///< the sum h, the next layer's residual
+  /// Optional, with `residual`: h = (x + residual) + residual_bias, a bias over the row ([row
+  /// length] floats, dense, broadcast over the rows), summed in f32 in that order and rounded
+  /// once into x's type (ONNX Runtime's SkipLayerNormalization bias input).
   const float* residual_bias = nullptr;
+};
 
-  // LayerNorm and RMSNorm (quant_params):
+/// The outputs of a LayerNorm or RMSNorm plan with an 8-bit y or quant_params::row_amax.
+struct quantized_outputs {
   /// Written with an 8-bit y and quant_scaling::dynamic: rows * (row length / block) floats
   /// (block 0: one per row), row-major. Required there, refused elsewhere.
   float* y_scale = nullptr;
   /// Written with quant_params::row_amax: one float per row. Required there, refused elsewhere.
   float* amax = nullptr;
+};
 
-  // LayerNorm and RMSNorm with *_params::modulation_tokens = T (adaLN, DiT): row r, in row-major
-  // order of x's outer dims, takes modulation row b = r / T (stride 0: b = 0 for every row),
-  // and y = norm(x) [* gamma + beta] * (1 + scale[b]) + shift[b] (docs/fusions.md has the
-  // rounding). Both are required with such a plan and refused without one. They must not
-  // overlap y or residual_out; the gate is refused with them.
+/// adaLN modulation (DiT) of a LayerNorm or RMSNorm plan with modulation_tokens = T: row r, in
+/// row-major order of x's outer dims, takes modulation row b = r / T (stride 0: b = 0 for every
+/// row), and y = norm(x) [* gamma + beta] * (1 + scale[b]) + shift[b] (docs/fusions.md has the
+/// rounding). Both are required with such a plan and refused without one. They must not
+/// overlap y or residual_out; the gate is refused with them.
+struct modulation_operands {
   /// [B, row length] f32, batch b's row at modulation_scale + b * modulation_stride.
   const float* modulation_scale = nullptr;
   const float* modulation_shift = nullptr;  ///< [B, row length] f32, the same layout
@@ -356,6 +349,78 @@ struct norm_args {
   /// output: 6 * D); 0 broadcasts one row to every row of x; else >= the row length.
   std::int64_t modulation_stride = 0;
 };
+
+/// Gated RMSNorm, y = rms_norm(x) * gamma * silu(gate) with silu(z) = z / (1 + exp(-z))
+/// (Qwen3-Next's RMSNormGated, Mamba-2's with norm_before_gate=True: norm, then gate).
+struct gate_operand {
+  /// Optional; x's shape, strides and type. With a residual add the norm is of h and the gate
+  /// still multiplies after it. All in f32, y rounded once. y may be the gate (same layout);
+  /// the gate must not overlap residual_out.
+  const void* gate = nullptr;
+};
+
+/// The running-statistics update of a BatchNorm training plan.
+struct running_statistics {
+  /// [C], read and updated in place (see batch_norm_params::convention). Optional; running_var
+  /// must be given with it. Untouched when the call fails.
+  float* running_mean = nullptr;
+  float* running_var = nullptr;  ///< [C], read and updated in place, with running_mean
+  /// The number of batches seen so far; incremented by one on every successful call. Required
+  /// with batch_norm_params::cumulative when running statistics are given; optional otherwise.
+  std::int64_t* num_batches_tracked = nullptr;
+};
+
+// One args struct per op of simdnorm/op_list.h, named <op>_args: norm_args and the op's own
+// operands. Each converts implicitly from a plain norm_args, so a call that passes one compiles
+// for every op; another op's args struct does not convert (its own operands would be lost).
+#define SIMDNORM_ARGS_CONSTRUCTORS(op)                                        \
+  op##_args() = default;                                                      \
+  template <class A, std::enable_if_t<std::is_same_v<A, norm_args>, int> = 0> \
+  op##_args(const A& a) noexcept /* NOLINT: implicit */                       \
+      : norm_args(a) {}
+struct layer_norm_args : norm_args, residual_operands, quantized_outputs, modulation_operands {
+  SIMDNORM_ARGS_CONSTRUCTORS(layer_norm)
+};
+struct rms_norm_args : norm_args,
+                       residual_operands,
+                       quantized_outputs,
+                       modulation_operands,
+                       gate_operand {
+  SIMDNORM_ARGS_CONSTRUCTORS(rms_norm)
+};
+struct lp_norm_args : norm_args, residual_operands {
+  SIMDNORM_ARGS_CONSTRUCTORS(lp_norm)
+};
+struct batch_norm_args : norm_args, running_statistics {
+  SIMDNORM_ARGS_CONSTRUCTORS(batch_norm)
+};
+struct group_norm_args : norm_args {
+  SIMDNORM_ARGS_CONSTRUCTORS(group_norm)
+};
+struct instance_norm_args : norm_args {
+  SIMDNORM_ARGS_CONSTRUCTORS(instance_norm)
+};
+struct mean_variance_norm_args : norm_args {
+  SIMDNORM_ARGS_CONSTRUCTORS(mean_variance_norm)
+};
+#undef SIMDNORM_ARGS_CONSTRUCTORS
+
+namespace detail {
+template <class Params>
+struct args_of_params;
+#define SIMDNORM_ARGS_OF_PARAMS(op)    \
+  template <>                          \
+  struct args_of_params<op##_params> { \
+    using type = op##_args;            \
+  };
+SIMDNORM_OP_LIST(SIMDNORM_ARGS_OF_PARAMS)
+#undef SIMDNORM_ARGS_OF_PARAMS
+}  // namespace detail
+
+/// The args struct of the op whose parameters are `Params` (args_of<rms_norm_params> is
+/// rms_norm_args), for code generic over ops.
+template <class Params>
+using args_of = typename detail::args_of_params<Params>::type;
 
 /// A validated operation: shapes, strides, parameters and the selected kernels.
 class SIMDNORM_EXPORT plan {
@@ -379,6 +444,9 @@ class SIMDNORM_EXPORT plan {
 
   /// True once made successfully.
   bool valid() const noexcept { return impl_ != nullptr; }
+  /// The op it was made for, as named in simdnorm/op_list.h ("layer_norm"; "" when empty): its
+  /// args struct is <op>_args.
+  const char* op_name() const noexcept;
   /// The ISA whose kernels this plan runs.
   isa kernel_isa() const noexcept;
   /// Phases run one after the other; the tasks within one phase are independent.
@@ -402,6 +470,15 @@ class SIMDNORM_EXPORT plan {
   /// from threads run inline on the calling thread without touching the executor.
   status execute(const norm_args& args, executor* exec = nullptr) const noexcept;
 
+  // The same with an op's args struct, one pair per op of simdnorm/op_list.h. A plan of another
+  // op refuses it (invalid_argument).
+#define SIMDNORM_DECLARE_RUN(op)                                                           \
+  status run(const op##_args& args, std::size_t phase, std::size_t begin, std::size_t end) \
+      const noexcept;                                                                      \
+  status execute(const op##_args& args, executor* exec = nullptr) const noexcept;
+  SIMDNORM_OP_LIST(SIMDNORM_DECLARE_RUN)
+#undef SIMDNORM_DECLARE_RUN
+
  private:
   friend struct detail::plan_access;
   std::shared_ptr<const detail::plan_impl> impl_;
@@ -409,10 +486,10 @@ class SIMDNORM_EXPORT plan {
 
 // One-shot calls, one per op of simdnorm/op_list.h: make a plan and execute it on `exec`.
 //   status layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
-//                     const norm_args& args, executor* exec = nullptr) noexcept;
+//                     const layer_norm_args& args, executor* exec = nullptr) noexcept;
 #define SIMDNORM_DECLARE_ONE_SHOT(op)                                                              \
   SIMDNORM_EXPORT status op(const tensor_desc& x, const tensor_desc& y, const op##_params& params, \
-                            const norm_args& args, executor* exec = nullptr) noexcept;
+                            const op##_args& args, executor* exec = nullptr) noexcept;
 SIMDNORM_OP_LIST(SIMDNORM_DECLARE_ONE_SHOT)
 #undef SIMDNORM_DECLARE_ONE_SHOT
 

@@ -274,8 +274,10 @@ typedef struct simdnorm_mean_variance_norm_params {
   simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
 } simdnorm_mean_variance_norm_params;
 
-/** Pointers for one run of a plan (see simdnorm::norm_args). Zero-initialize it and set what
- * you use. y may alias x exactly (in place). */
+/** The operands of every op for one run of a plan (see simdnorm::norm_args). Zero-initialize
+ * it and set what you use. y may alias x exactly (in place). For the channel ops gamma and beta
+ * have C entries (GroupNorm per-group form: num_groups), and mean and rstd receive one float per
+ * statistics group: C (BatchNorm), N * num_groups (GroupNorm), N * C (InstanceNorm). */
 typedef struct simdnorm_norm_args {
   const void* x;      /**< required; elements of the x descriptor's type */
   void* y;            /**< required; elements of the y descriptor's type */
@@ -284,30 +286,71 @@ typedef struct simdnorm_norm_args {
   float* mean;        /**< optional per-row output (LayerNorm only) */
   float* rstd;        /**< optional per-row output 1/sqrt(var + eps) (RMSNorm: 1/rms) */
   void* workspace;    /**< simdnorm_plan_workspace_bytes() bytes, 64-byte aligned, for run() */
-  /* BatchNorm training only (see simdnorm::norm_args). For the channel ops gamma and beta have
-   * C entries (GroupNorm per-group form: num_groups), and mean and rstd receive one float per
-   * statistics group: C (BatchNorm), N * num_groups (GroupNorm), N * C (InstanceNorm). */
-  float* running_mean;          /**< [C], updated in place; optional, with running_var */
-  float* running_var;           /**< [C], updated in place */
-  int64_t* num_batches_tracked; /**< incremented per call; required with `cumulative` */
-  /* Row ops only: h = x + residual stored to residual_out, then y = norm(h) (see
-   * simdnorm::norm_args::residual). */
-  const void* residual; /**< optional, x's layout and type; requires residual_out */
-  void* residual_out;   /**< the sum h; may be residual or x */
-  /* Row ops only, split statistics (see simdnorm::stats_stage): */
+  /* Split statistics (see simdnorm::stats_stage): */
   simdnorm_moments* moments_out;      /**< SIMDNORM_STAGE_MOMENTS: one record per row */
   const simdnorm_moments* moments_in; /**< SIMDNORM_STAGE_APPLY: one record per whole row */
-  /* Fields appended after the first release; a zero-initialized struct leaves them unused. */
-  const void* gate; /**< RMSNorm: y = rms_norm(x) * gamma * silu(gate), x's layout and type */
-  const float* residual_bias; /**< with residual: h = x + residual + bias, [row length] */
+} simdnorm_norm_args;
+
+/* An op's own operands (see simdnorm::residual_operands and the structs after it). */
+
+/** Row ops: h = in + x (+ bias) stored to out, then y = norm(h). */
+typedef struct simdnorm_residual_operands {
+  const void* in;    /**< the residual, x's layout and type; optional, requires out */
+  void* out;         /**< the sum h, the next layer's residual; may be in or x */
+  const float* bias; /**< optional, with in: h = x + in + bias, [row length] */
+} simdnorm_residual_operands;
+
+/** LayerNorm and RMSNorm with an 8-bit y or quant.row_amax. */
+typedef struct simdnorm_quantized_outputs {
   float* y_scale; /**< 8-bit y, dynamic scaling: rows * (row length / block) scales out */
   float* amax;    /**< with quant.row_amax: max |y| per row out */
-  /* adaLN modulation, with params.modulation_tokens = T: y = norm(x) * (1 + scale) + shift,
-   * row r taking batch r / T's row (see simdnorm::norm_args::modulation_scale). */
-  const float* modulation_scale; /**< [B, row length], batch b at + b * modulation_stride */
-  const float* modulation_shift; /**< [B, row length], the same layout */
-  int64_t modulation_stride;     /**< elements between batches; 0: one row for all */
-} simdnorm_norm_args;
+} simdnorm_quantized_outputs;
+
+/** adaLN modulation, with params.modulation_tokens = T: y = norm(x) * (1 + scale) + shift,
+ * row r taking batch r / T's row (see simdnorm::modulation_operands). */
+typedef struct simdnorm_modulation_operands {
+  const float* scale; /**< [B, row length], batch b at + b * stride */
+  const float* shift; /**< [B, row length], the same layout */
+  int64_t stride;     /**< elements between batches; 0: one row for all */
+} simdnorm_modulation_operands;
+
+/** BatchNorm training: the running-statistics update (see simdnorm::running_statistics). */
+typedef struct simdnorm_running_statistics {
+  float* mean;                  /**< [C], updated in place; optional, with var */
+  float* var;                   /**< [C], updated in place */
+  int64_t* num_batches_tracked; /**< incremented per call; required with `cumulative` */
+} simdnorm_running_statistics;
+
+/* One args struct per op: `base` and the op's own operands (an op without any takes
+ * simdnorm_norm_args itself). */
+typedef struct simdnorm_layer_norm_args {
+  simdnorm_norm_args base;
+  simdnorm_residual_operands residual;
+  simdnorm_quantized_outputs quant;
+  simdnorm_modulation_operands modulation;
+} simdnorm_layer_norm_args;
+
+typedef struct simdnorm_rms_norm_args {
+  simdnorm_norm_args base;
+  simdnorm_residual_operands residual;
+  simdnorm_quantized_outputs quant;
+  simdnorm_modulation_operands modulation;
+  const void* gate; /**< y = rms_norm(x) * gamma * silu(gate), x's layout and type */
+} simdnorm_rms_norm_args;
+
+typedef struct simdnorm_lp_norm_args {
+  simdnorm_norm_args base;
+  simdnorm_residual_operands residual;
+} simdnorm_lp_norm_args;
+
+typedef struct simdnorm_batch_norm_args {
+  simdnorm_norm_args base;
+  simdnorm_running_statistics running; /**< training plans only */
+} simdnorm_batch_norm_args;
+
+typedef simdnorm_norm_args simdnorm_group_norm_args;
+typedef simdnorm_norm_args simdnorm_instance_norm_args;
+typedef simdnorm_norm_args simdnorm_mean_variance_norm_args;
 
 /* ---- Executors: a host thread pool runs the tasks ---------------------------------------------
  */
@@ -348,16 +391,36 @@ typedef struct simdnorm_plan* simdnorm_plan_t;
  *                                       const simdnorm_layer_norm_params* params,
  *                                       const simdnorm_norm_args* args,
  *                                       const simdnorm_executor* exec);
- *       one-shot: makes a plan, executes it on exec (NULL: the default), frees it */
-#define SIMDNORM_DECLARE_C_OP(op)                                              \
-  SIMDNORM_EXPORT simdnorm_##op##_params simdnorm_##op##_params_default(void); \
-  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_##op(                          \
-      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,            \
-      const simdnorm_##op##_params* params, simdnorm_plan_t* out);             \
-  SIMDNORM_EXPORT simdnorm_status simdnorm_##op(                               \
-      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,            \
-      const simdnorm_##op##_params* params, const simdnorm_norm_args* args,    \
-      const simdnorm_executor* exec);
+ *       one-shot: makes a plan, executes it on exec (NULL: the default), frees it
+ *   simdnorm_status simdnorm_layer_norm_ex(..., const simdnorm_layer_norm_args* args,
+ *                                          const simdnorm_executor* exec);
+ *       the one-shot with the op's own operands (the residual add, ...)
+ *   simdnorm_status simdnorm_plan_run_layer_norm(simdnorm_plan_t plan,
+ *                                                const simdnorm_layer_norm_args* args,
+ *                                                size_t phase, size_t begin, size_t end);
+ *   simdnorm_status simdnorm_plan_execute_layer_norm(simdnorm_plan_t plan,
+ *                                                    const simdnorm_layer_norm_args* args,
+ *                                                    const simdnorm_executor* exec);
+ *       simdnorm_plan_run and simdnorm_plan_execute with the op's own operands; a plan of
+ *       another op refuses them */
+#define SIMDNORM_DECLARE_C_OP(op)                                                                 \
+  SIMDNORM_EXPORT simdnorm_##op##_params simdnorm_##op##_params_default(void);                    \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_##op(                                             \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                               \
+      const simdnorm_##op##_params* params, simdnorm_plan_t* out);                                \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_##op(                                                  \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                               \
+      const simdnorm_##op##_params* params, const simdnorm_norm_args* args,                       \
+      const simdnorm_executor* exec);                                                             \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_##op##_ex(                                             \
+      const simdnorm_tensor_desc* x, const simdnorm_tensor_desc* y,                               \
+      const simdnorm_##op##_params* params, const simdnorm_##op##_args* args,                     \
+      const simdnorm_executor* exec);                                                             \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_run_##op(simdnorm_plan_t plan,                    \
+                                                         const simdnorm_##op##_args* args,        \
+                                                         size_t phase, size_t begin, size_t end); \
+  SIMDNORM_EXPORT simdnorm_status simdnorm_plan_execute_##op(                                     \
+      simdnorm_plan_t plan, const simdnorm_##op##_args* args, const simdnorm_executor* exec);
 SIMDNORM_OP_LIST(SIMDNORM_DECLARE_C_OP)
 #undef SIMDNORM_DECLARE_C_OP
 

@@ -288,7 +288,8 @@ cache_entry make_entry(const simdnorm::tensor_desc& x, const simdnorm::tensor_de
 bool always_valid(const cache_entry&) { return true; }
 
 // Runs `plan` with a workspace from PyTorch's allocator (64-byte aligned) when it needs one.
-void execute(const simdnorm::plan& plan, simdnorm::norm_args args, const char* op) {
+template <class Args>
+void execute(const simdnorm::plan& plan, Args args, const char* op) {
   Tensor workspace;
   if (plan.workspace_bytes() > 0) {
     workspace = at::empty({static_cast<int64_t>(plan.workspace_bytes())}, at::kByte);
@@ -325,7 +326,8 @@ int64_t key_of(float v) {
 // The ops whose plans depend on shapes, types and parameters only (all but BatchNorm): runs the
 // op from x into y (allocated by the caller; may be x). `extra` are the parameters besides eps
 // that the plan depends on; gamma and beta have `affine_numel` entries. `fill(args)` sets the
-// other norm_args fields of the call (the residual add, the gate, scales, moments records).
+// op's other operands of the call in its args struct (the residual add, the gate, scales,
+// moments records).
 template <class Params, class Fill>
 void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y,
               const simdnorm::tensor_desc& yd, const Params& params,
@@ -340,7 +342,7 @@ void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y,
   simdnorm::plan plan = cache().get(
       key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
   Tensor weight32, bias32;  // float32 copies of bfloat16 / float16 parameters
-  simdnorm::norm_args args;
+  simdnorm::args_of<Params> args;
   args.x = x.data_ptr();
   args.y = y.defined() ? y.data_ptr() : nullptr;
   args.gamma = row_vector_ptr(weight, x.scalar_type(), affine_numel, op, "weight", &weight32);
@@ -460,7 +462,7 @@ void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& res
   const float* rb = row_vector_ptr(residual_bias, x.scalar_type(), x.size(-1), op, "residual_bias",
                                    &residual_bias32);
   run_into(id, op, x, x, desc_of(x), params, row_extras(params), weight, bias, x.size(-1),
-           [&](simdnorm::norm_args& a) {
+           [&](auto& a) {
              a.residual = residual.data_ptr();
              a.residual_out = residual.data_ptr();
              a.residual_bias = rb;
@@ -495,7 +497,7 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const optional<Te
               " needs a weight (the scale is weight + weight_offset)");
   Tensor y = output_like(x);
   run_into(op_id::rms_norm, op, x, y, desc_of(y), params, row_extras(params), weight, c10::nullopt,
-           x.size(-1), [&](simdnorm::norm_args& a) { a.gate = g.data_ptr(); });
+           x.size(-1), [&](auto& a) { a.gate = g.data_ptr(); });
   return y;
 }
 
@@ -546,16 +548,17 @@ std::tuple<Tensor, Tensor> norm_quant(op_id id, const char* op, const Tensor& in
   Tensor residual_bias32;
   const float* rb =
       row_vector_ptr(residual_bias, x.scalar_type(), d, op, "residual_bias", &residual_bias32);
-  run_into(id, op, x, q, yd, params, row_extras(params), weight, bias, d,
-           [&](simdnorm::norm_args& a) {
-             if (has_residual) {
-               a.residual = residual->data_ptr();
-               a.residual_out = residual->data_ptr();
-               a.residual_bias = rb;
-             }
-             if (g.defined()) a.gate = g.data_ptr();
-             a.y_scale = scales.data_ptr<float>();
-           });
+  run_into(id, op, x, q, yd, params, row_extras(params), weight, bias, d, [&](auto& a) {
+    if (has_residual) {
+      a.residual = residual->data_ptr();
+      a.residual_out = residual->data_ptr();
+      a.residual_bias = rb;
+    }
+    if constexpr (std::is_base_of_v<simdnorm::gate_operand, std::decay_t<decltype(a)>>) {
+      if (g.defined()) a.gate = g.data_ptr();
+    }
+    a.y_scale = scales.data_ptr<float>();
+  });
   return {q, scales};
 }
 
@@ -615,7 +618,7 @@ Tensor row_moments(op_id id, const char* op, const Tensor& x) {
   Tensor records =
       at::zeros(record_sizes(x.sizes().slice(0, x.dim() - 1)), x.options().dtype(at::kByte));
   run_into(id, op, x, Tensor(), desc_of(x), params, row_extras(params), c10::nullopt, c10::nullopt,
-           x.size(-1), [&](simdnorm::norm_args& a) {
+           x.size(-1), [&](auto& a) {
              a.moments_out = reinterpret_cast<simdnorm::moments*>(records.data_ptr());
            });
   return records;
@@ -633,7 +636,7 @@ Tensor row_apply(op_id id, const char* op, const Tensor& x, const Tensor& record
   params.stage = simdnorm::stats_stage::apply;
   Tensor y = output_like(x);
   run_into(id, op, x, y, desc_of(y), params, row_extras(params), weight, bias, x.size(-1),
-           [&](simdnorm::norm_args& a) { a.moments_in = in; });
+           [&](auto& a) { a.moments_in = in; });
   return y;
 }
 
@@ -728,7 +731,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   simdnorm::batch_norm_params params;
   params.eps = static_cast<float>(eps);
   params.training = training;
-  simdnorm::norm_args args;
+  simdnorm::batch_norm_args args;
   args.x = x.data_ptr<float>();
   args.y = y.data_ptr<float>();
 

@@ -88,8 +88,8 @@ struct channel_norm_plan final : plan_impl {
   std::size_t num_phases() const noexcept override { return phases.size(); }
   std::size_t num_tasks(std::size_t phase) const noexcept override { return phases[phase].tasks; }
   std::size_t workspace_bytes() const noexcept override { return ws_bytes; }
-  status check_args(const norm_args& a) const noexcept override;  // make_plan.cpp
-  void run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
+  status check_args(const call_args& a) const noexcept override;  // make_plan.cpp
+  void run_tasks(const call_args& a, std::size_t phase, std::size_t begin,
                  std::size_t end) const noexcept override;  // phases_columns.cpp
 
   // ---- per-unit arithmetic with this plan's parameters (unit_math.hpp) ----------------------
@@ -103,14 +103,14 @@ struct channel_norm_plan final : plan_impl {
 
   /// stats_stage::moments: records unit q's moments and returns true; the unit is done (no
   /// normalize, no outputs). False in the other stages.
-  bool record_moments(const norm_args& a, std::size_t q, const moments_f64& m) const {
+  bool record_moments(const call_args& a, std::size_t q, const moments_f64& m) const {
     if (stage != stats_stage::moments) return false;
     a.moments_out[q] = {std::int64_t(unit_elements), m.mean, m.m2, moments_kind::centered, 0};
     return true;
   }
 
   /// stats_stage::apply: unit q's merged record, as moments and a count.
-  moments_f64 given_moments(const norm_args& a, std::size_t q, std::size_t* count) const {
+  moments_f64 given_moments(const call_args& a, std::size_t q, std::size_t* count) const {
     *count = std::size_t(a.moments_in[q].count);
     return {a.moments_in[q].mean, a.moments_in[q].m2};
   }
@@ -122,14 +122,14 @@ struct channel_norm_plan final : plan_impl {
   }
 
   /// center, scale, shift of one plane or channel: y = (x - center) * scale + shift.
-  void fold(const unit_stats& s, std::int64_t ch, const norm_args& a, float* c, float* sc,
+  void fold(const unit_stats& s, std::int64_t ch, const call_args& a, float* c, float* sc,
             float* sh) const {
     fold_unit(s, a.gamma, a.beta, affine_index(ch), c, sc, sh);
   }
 
   /// Saved outputs and, for BatchNorm training, the running statistics of unit q, whose
   /// moments m are over `count` values.
-  void unit_outputs(const norm_args& a, std::size_t q, const moments_f64& m, const unit_stats& s,
+  void unit_outputs(const call_args& a, std::size_t q, const moments_f64& m, const unit_stats& s,
                     std::size_t count) const {
     if (a.mean) a.mean[q] = float(s.mean);
     if (a.rstd) a.rstd[q] = float(s.rstd);
@@ -137,7 +137,7 @@ struct channel_norm_plan final : plan_impl {
     update_running(running, a.num_batches_tracked, count, m, s.mean, a.running_mean + q,
                    a.running_var + q);
   }
-  void unit_outputs(const norm_args& a, std::size_t q, const moments_f64& m,
+  void unit_outputs(const call_args& a, std::size_t q, const moments_f64& m,
                     const unit_stats& s) const {
     unit_outputs(a, q, m, s, unit_elements);
   }
@@ -145,40 +145,40 @@ struct channel_norm_plan final : plan_impl {
   // ---- planes (phases_planes.cpp) -----------------------------------------------------------
 
   /// Element `i` (geometry strides are in elements) of a call's x and y.
-  const void* x_at(const norm_args& a, std::int64_t i) const {
+  const void* x_at(const call_args& a, std::int64_t i) const {
     return static_cast<const char*>(a.x) + i * x_elem;
   }
-  void* y_at(const norm_args& a, std::int64_t i) const {
+  void* y_at(const call_args& a, std::int64_t i) const {
     return static_cast<char*>(a.y) + i * y_elem;
   }
   /// Element `off` of unit q's x and y.
-  const void* unit_x(const norm_args& a, std::size_t q, std::int64_t off = 0) const;
-  void* unit_y(const norm_args& a, std::size_t q, std::int64_t off = 0) const;
+  const void* unit_x(const call_args& a, std::size_t q, std::int64_t off = 0) const;
+  void* unit_y(const call_args& a, std::size_t q, std::int64_t off = 0) const;
   part_range part_of(std::size_t j) const { return part_of(j, parts); }
   part_range part_of(std::size_t j, std::size_t n) const;
-  void normalize_unit(const norm_args& a, std::size_t q, const unit_stats& s,
+  void normalize_unit(const call_args& a, std::size_t q, const unit_stats& s,
                       const part_range& r) const;
-  moments_f64 part_moments(const norm_args& a, std::size_t q, const part_range& r) const;
-  bool per_segment_affine(const norm_args& a) const;
-  bool uniform_block(const norm_args& a, std::size_t q, std::size_t n) const;
-  void run_fused(const norm_args& a, std::size_t begin, std::size_t end) const;
-  void run_long_units(const norm_args& a, std::size_t q0, std::size_t q1) const;
-  void run_split_partial(const norm_args& a, const phase_desc& ph, std::size_t begin,
+  moments_f64 part_moments(const call_args& a, std::size_t q, const part_range& r) const;
+  bool per_segment_affine(const call_args& a) const;
+  bool uniform_block(const call_args& a, std::size_t q, std::size_t n) const;
+  void run_fused(const call_args& a, std::size_t begin, std::size_t end) const;
+  void run_long_units(const call_args& a, std::size_t q0, std::size_t q1) const;
+  void run_split_partial(const call_args& a, const phase_desc& ph, std::size_t begin,
                          std::size_t end) const;
-  void run_split_finish(const norm_args& a, const phase_desc& ph, std::size_t begin,
+  void run_split_finish(const call_args& a, const phase_desc& ph, std::size_t begin,
                         std::size_t end) const;
-  void run_infer_planes(const norm_args& a, std::size_t begin, std::size_t end) const;
-  void run_apply_units(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_infer_planes(const call_args& a, std::size_t begin, std::size_t end) const;
+  void run_apply_units(const call_args& a, std::size_t begin, std::size_t end) const;
 
   // ---- columns (phases_columns.cpp) ---------------------------------------------------------
 
   std::size_t row_blocks() const { return (std::size_t(g.R) + rows_per_task - 1) / rows_per_task; }
   std::size_t chan_blocks() const { return (std::size_t(g.C) + chan_block - 1) / chan_block; }
-  void run_infer_rows(const norm_args& a, std::size_t begin, std::size_t end) const;
-  void run_col_partial(const norm_args& a, std::size_t begin, std::size_t end) const;
-  void run_col_finish(const norm_args& a, std::size_t begin, std::size_t end) const;
-  void run_col_normalize(const norm_args& a, std::size_t begin, std::size_t end) const;
-  void run_apply_fold(const norm_args& a, std::size_t begin, std::size_t end) const;
+  void run_infer_rows(const call_args& a, std::size_t begin, std::size_t end) const;
+  void run_col_partial(const call_args& a, std::size_t begin, std::size_t end) const;
+  void run_col_finish(const call_args& a, std::size_t begin, std::size_t end) const;
+  void run_col_normalize(const call_args& a, std::size_t begin, std::size_t end) const;
+  void run_apply_fold(const call_args& a, std::size_t begin, std::size_t end) const;
 };
 
 /// Whether units of `unit_elements` values in segments of `segment_len` go through the

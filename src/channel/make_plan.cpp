@@ -17,12 +17,9 @@ status check_stores(store_policy s, const char* name) {
 
 }  // namespace
 
-status channel_norm_plan::check_args(const norm_args& a) const noexcept {
+status channel_norm_plan::check_args(const call_args& a) const noexcept {
   const char* name = op_name(op);
   if (a.x == nullptr) return status::error(status_code::invalid_argument, "args.x is null");
-  if (a.residual || a.residual_out)
-    return status::error(status_code::invalid_argument,
-                         "%s: args.residual and residual_out are for the row ops", name);
   if (stage == stats_stage::moments) {  // reads x, writes the records, nothing else
     if (a.moments_out == nullptr)
       return status::error(status_code::invalid_argument,
@@ -175,7 +172,7 @@ status check_layout(channel_layout l, const char* name) {
   return {};
 }
 
-std::shared_ptr<channel_norm_plan> new_plan(ch_op op, status* s) {
+std::shared_ptr<channel_norm_plan> new_plan(op_id api_op, ch_op op, status* s) {
   std::shared_ptr<channel_norm_plan> p;
   const kernel_table* kt = selected_table(s);
   if (kt == nullptr) return p;
@@ -186,6 +183,7 @@ std::shared_ptr<channel_norm_plan> new_plan(ch_op op, status* s) {
     return p;
   }
   p->kernels = kt;
+  p->op_kind = api_op;
   p->op = op;
   return p;
 }

@@ -20,8 +20,9 @@ status check_stage(stats_stage s, const char* name);
 /// Checks that `l` is a known channel_layout.
 status check_layout(channel_layout l, const char* name);
 
-/// A new plan of `op` on the selected kernels, or null with *s set.
-std::shared_ptr<channel_norm_plan> new_plan(ch_op op, status* s);
+/// A new plan of the public op `api_op`, run as `op`, on the selected kernels, or null with *s
+/// set.
+std::shared_ptr<channel_norm_plan> new_plan(op_id api_op, ch_op op, status* s);
 
 /// Whether y is written with streaming stores under policy `sp` (y has x's shape; f32 y only).
 bool streaming(store_policy sp, const tensor_desc& x, const tensor_desc& y);

@@ -12,9 +12,9 @@ namespace {
 
 /// Workspace: the partial moments [B][splits][C], then the parameters [B][3][C] (center,
 /// scale, shift).
-moments_f64* col_partials(const norm_args& a) { return static_cast<moments_f64*>(a.workspace); }
+moments_f64* col_partials(const call_args& a) { return static_cast<moments_f64*>(a.workspace); }
 
-float* col_params(const channel_norm_plan& p, const norm_args& a) {
+float* col_params(const channel_norm_plan& p, const call_args& a) {
   return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + p.col_params_offset);
 }
 
@@ -24,7 +24,7 @@ std::int64_t split_row(const channel_norm_plan& p, std::size_t i) {
 
 }  // namespace
 
-void channel_norm_plan::run_infer_rows(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_infer_rows(const call_args& a, std::size_t begin,
                                        std::size_t end) const {
   row_affine_job j;
   j.x_stride = g.xr;
@@ -43,7 +43,7 @@ void channel_norm_plan::run_infer_rows(const norm_args& a, std::size_t begin,
   ck.row_affine(j);
 }
 
-void channel_norm_plan::run_col_partial(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_col_partial(const call_args& a, std::size_t begin,
                                         std::size_t end) const {
   for (std::size_t t = begin; t < end; ++t) {
     const std::size_t b = t / splits, i = t % splits;
@@ -54,7 +54,7 @@ void channel_norm_plan::run_col_partial(const norm_args& a, std::size_t begin,
   }
 }
 
-void channel_norm_plan::run_col_finish(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_col_finish(const call_args& a, std::size_t begin,
                                        std::size_t end) const {
   constexpr std::size_t kSide = kMergeSideBySide;
   const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
@@ -98,7 +98,7 @@ void channel_norm_plan::run_col_finish(const norm_args& a, std::size_t begin,
 
 /// stats_stage::apply: the parameters of the normalize pass per (b, channel block) from the
 /// merged records, as run_col_finish folds its own moments.
-void channel_norm_plan::run_apply_fold(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_apply_fold(const call_args& a, std::size_t begin,
                                        std::size_t end) const {
   const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
   for (std::size_t t = begin; t < end; ++t) {
@@ -116,7 +116,7 @@ void channel_norm_plan::run_apply_fold(const norm_args& a, std::size_t begin,
   }
 }
 
-void channel_norm_plan::run_col_normalize(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_col_normalize(const call_args& a, std::size_t begin,
                                           std::size_t end) const {
   const std::size_t C = std::size_t(g.C), nb = row_blocks();
   for (std::size_t t = begin; t < end; ++t) {
@@ -139,7 +139,7 @@ void channel_norm_plan::run_col_normalize(const norm_args& a, std::size_t begin,
   }
 }
 
-void channel_norm_plan::run_tasks(const norm_args& a, std::size_t phase, std::size_t begin,
+void channel_norm_plan::run_tasks(const call_args& a, std::size_t phase, std::size_t begin,
                                   std::size_t end) const noexcept {
   const phase_desc& ph = phases[phase];
   switch (ph.kind) {

@@ -9,12 +9,12 @@
 
 namespace simdnorm::detail::channel {
 
-const void* channel_norm_plan::unit_x(const norm_args& a, std::size_t q, std::int64_t off) const {
+const void* channel_norm_plan::unit_x(const call_args& a, std::size_t q, std::int64_t off) const {
   const std::int64_t b = std::int64_t(q) / g.U, u = std::int64_t(q) % g.U;
   return x_at(a, b * g.xb + u * g.xu + off);
 }
 
-void* channel_norm_plan::unit_y(const norm_args& a, std::size_t q, std::int64_t off) const {
+void* channel_norm_plan::unit_y(const call_args& a, std::size_t q, std::int64_t off) const {
   const std::int64_t b = std::int64_t(q) / g.U, u = std::int64_t(q) % g.U;
   return y_at(a, b * g.yb + u * g.yu + off);
 }
@@ -34,12 +34,12 @@ part_range channel_norm_plan::part_of(std::size_t j, std::size_t n) const {
 
 /// GroupNorm with per-channel gamma or beta: each segment (channel) of a unit has its own
 /// (center, scale, shift).
-bool channel_norm_plan::per_segment_affine(const norm_args& a) const {
+bool channel_norm_plan::per_segment_affine(const call_args& a) const {
   return g.group > 1 && !per_group_affine && (a.gamma || a.beta);
 }
 
 /// Normalizes segments [k0, k1) x [s0, s1) of unit q with its statistics.
-void channel_norm_plan::normalize_unit(const norm_args& a, std::size_t q, const unit_stats& s,
+void channel_norm_plan::normalize_unit(const call_args& a, std::size_t q, const unit_stats& s,
                                        const part_range& r) const {
   plane_affine_job j;
   j.x = unit_x(a, q, r.k0 * g.xs + r.s0);
@@ -69,7 +69,7 @@ void channel_norm_plan::normalize_unit(const norm_args& a, std::size_t q, const 
   }
 }
 
-moments_f64 channel_norm_plan::part_moments(const norm_args& a, std::size_t q,
+moments_f64 channel_norm_plan::part_moments(const call_args& a, std::size_t q,
                                             const part_range& r) const {
   const void* x = unit_x(a, q, r.k0 * g.xs + r.s0);
   moments_f64 m;
@@ -80,12 +80,12 @@ moments_f64 channel_norm_plan::part_moments(const norm_args& a, std::size_t q,
 
 /// Whether units [q, q + n) share one set of parameters per unit (not GroupNorm's per-channel
 /// affine) and lie at the unit stride of one batch item: then one grid call normalizes them.
-bool channel_norm_plan::uniform_block(const norm_args& a, std::size_t q, std::size_t n) const {
+bool channel_norm_plan::uniform_block(const call_args& a, std::size_t q, std::size_t n) const {
   const std::size_t U = std::size_t(g.U);
   return !per_segment_affine(a) && q / U == (q + n - 1) / U;
 }
 
-void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::size_t end) const {
+void channel_norm_plan::run_fused(const call_args& a, std::size_t begin, std::size_t end) const {
   constexpr std::size_t kBlock = kInterleavedUnits;  // statistics run interleaved
   const std::size_t q_end = std::min(units_total, end * units_per_task);
   const part_range whole{0, g.nseg, 0, g.len};
@@ -132,7 +132,7 @@ void channel_norm_plan::run_fused(const norm_args& a, std::size_t begin, std::si
 }
 
 /// Long units [q0, q1), one after the other: statistics, then the normalize pass from cache.
-void channel_norm_plan::run_long_units(const norm_args& a, std::size_t q0, std::size_t q1) const {
+void channel_norm_plan::run_long_units(const call_args& a, std::size_t q0, std::size_t q1) const {
   const part_range whole{0, g.nseg, 0, g.len};
   for (std::size_t q = q0; q < q1; ++q) {
     const moments_f64 m = part_moments(a, q, whole);
@@ -143,7 +143,7 @@ void channel_norm_plan::run_long_units(const norm_args& a, std::size_t q0, std::
   }
 }
 
-void channel_norm_plan::run_split_partial(const norm_args& a, const phase_desc& ph,
+void channel_norm_plan::run_split_partial(const call_args& a, const phase_desc& ph,
                                           std::size_t begin, std::size_t end) const {
   moments_f64* ws = static_cast<moments_f64*>(a.workspace);  // [unit][part]
   for (std::size_t t = begin; t < end; ++t) {
@@ -152,7 +152,7 @@ void channel_norm_plan::run_split_partial(const norm_args& a, const phase_desc& 
   }
 }
 
-void channel_norm_plan::run_split_finish(const norm_args& a, const phase_desc& ph,
+void channel_norm_plan::run_split_finish(const call_args& a, const phase_desc& ph,
                                          std::size_t begin, std::size_t end) const {
   const moments_f64* ws = static_cast<const moments_f64*>(a.workspace);
   for (std::size_t t = begin; t < end; ++t) {
@@ -177,7 +177,7 @@ void channel_norm_plan::run_split_finish(const norm_args& a, const phase_desc& p
 
 /// stats_stage::apply: units in tasks of units_per_task (parts == 1) or (unit, part) tasks,
 /// each normalized from its merged record as the full plan normalizes it from its own moments.
-void channel_norm_plan::run_apply_units(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_apply_units(const call_args& a, std::size_t begin,
                                         std::size_t end) const {
   for (std::size_t t = begin; t < end; ++t) {
     const std::size_t j = parts > 1 ? t % parts : 0;
@@ -193,7 +193,7 @@ void channel_norm_plan::run_apply_units(const norm_args& a, std::size_t begin,
   }
 }
 
-void channel_norm_plan::run_infer_planes(const norm_args& a, std::size_t begin,
+void channel_norm_plan::run_infer_planes(const call_args& a, std::size_t begin,
                                          std::size_t end) const {
   plane_affine_job j;
   j.scale = folded.data();

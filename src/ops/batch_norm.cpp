@@ -27,7 +27,7 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
     if (bp.running_mean || bp.running_var || bp.gamma || bp.beta)
       return status::error(status_code::invalid_argument,
                            "batch_norm: training plans take gamma, beta and the running statistics "
-                           "in norm_args; batch_norm_params' pointers are for inference");
+                           "in batch_norm_args; batch_norm_params' pointers are for inference");
     if (!(bp.momentum >= 0.f && bp.momentum <= 1.f))
       return status::error(status_code::invalid_argument,
                            "batch_norm: momentum=%g must be in [0, 1]", double(bp.momentum));
@@ -50,7 +50,7 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
                              "batch_norm: running_var[%lld]=%g must be >= 0",
                              static_cast<long long>(c), double(bp.running_var[c]));
   }
-  auto p = new_plan(bp.training ? ch_op::bn_training : ch_op::bn_inference, &s);
+  auto p = new_plan(op_id::batch_norm, bp.training ? ch_op::bn_training : ch_op::bn_inference, &s);
   if (!p) return s;
   p->eps = bp.eps;
   p->stage = bp.stage;

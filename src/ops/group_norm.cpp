@@ -8,7 +8,8 @@ namespace {
 
 status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layout layout,
                        std::int64_t groups, bool per_group, float eps, store_policy stores,
-                       stats_stage stage, int min_ndim, const char* name, plan* out) {
+                       stats_stage stage, int min_ndim, op_id api_op, plan* out) {
+  const char* name = op_name(api_op);
   status s = common_checks(x, y, eps, stores, min_ndim, name, out);
   if (!s) return s;
   if (!(s = check_layout(layout, name))) return s;
@@ -19,7 +20,7 @@ status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layou
     return status::error(status_code::invalid_argument,
                          "group_norm: num_groups=%lld must be >= 1 and divide C=%lld",
                          static_cast<long long>(groups), static_cast<long long>(C));
-  auto p = new_plan(ch_op::group_norm, &s);
+  auto p = new_plan(api_op, ch_op::group_norm, &s);
   if (!p) return s;
   p->eps = eps;
   p->stage = stage;
@@ -36,7 +37,7 @@ status plan::group_norm(const tensor_desc& x, const tensor_desc& y, const group_
                         plan* out) noexcept {
   return detail::channel::make_group_norm(x, y, params.layout, params.num_groups,
                                           params.per_group_affine, params.eps, params.stores,
-                                          params.stage, 2, "group_norm", out);
+                                          params.stage, 2, detail::op_id::group_norm, out);
 }
 
 status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
@@ -45,7 +46,7 @@ status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
   const int ca = params.layout == channel_layout::nchw ? 1 : x.ndim - 1;
   const std::int64_t C = x.ndim >= 2 && x.ndim <= max_dims ? x.shape[ca] : 1;
   return detail::channel::make_group_norm(x, y, params.layout, C, false, params.eps, params.stores,
-                                          params.stage, 3, "instance_norm", out);
+                                          params.stage, 3, detail::op_id::instance_norm, out);
 }
 
 }  // namespace simdnorm

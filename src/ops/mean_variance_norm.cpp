@@ -29,7 +29,7 @@ status make_mvn(const tensor_desc& x, const tensor_desc& y, const mean_variance_
                            "mean_variance_norm: axis %d appears twice", d);
     reduced[d] = true;
   }
-  auto p = new_plan(ch_op::mean_variance_norm, &s);
+  auto p = new_plan(op_id::mean_variance_norm, ch_op::mean_variance_norm, &s);
   if (!p) return s;
   p->eps = mp.eps;
   p->stage = mp.stage;

@@ -34,7 +34,6 @@
 namespace {
 
 using simdnorm::isa;
-using simdnorm::norm_args;
 using simdnorm::plan;
 using simdnorm::status;
 using simdnorm::tensor_desc;
@@ -190,8 +189,8 @@ struct io {
     }
     batches = 3;
   }
-  norm_args args() {
-    norm_args a;
+  test::any_args args() {
+    test::any_args a;
     a.x = x.data();
     a.y = y.data();
     if (!gamma.empty()) a.gamma = gamma.data();
@@ -228,7 +227,7 @@ const std::map<isa, std::vector<io>>& references() {
         plan p;
         REQUIRE(c.make(c.desc, &p).ok());
         REQUIRE(p.kernel_isa() == i);
-        REQUIRE(p.execute(v.back().args(), &simdnorm::serial_executor()).ok());
+        REQUIRE(test::execute_any(p, v.back().args(), &simdnorm::serial_executor()).ok());
       }
     }
     simdnorm::reset_isa();
@@ -375,12 +374,12 @@ class workspace {
 };
 
 /// Runs every phase of `p` by hand on this thread, in chunks of `chunk` tasks.
-status run_by_hand(const plan& p, norm_args a, std::size_t chunk, workspace& ws) {
+status run_by_hand(const plan& p, test::any_args a, std::size_t chunk, workspace& ws) {
   a.workspace = ws.get(p.workspace_bytes());
   for (std::size_t phase = 0; phase < p.num_phases(); ++phase) {
     const std::size_t n = p.num_tasks(phase);
     for (std::size_t b = 0; b < n; b += chunk) {
-      const status s = p.run(a, phase, b, std::min(n, b + chunk));
+      const status s = test::run_any(p, a, phase, b, std::min(n, b + chunk));
       if (!s) return s;
     }
   }
@@ -400,7 +399,8 @@ void run_and_check(const plan& p, std::size_t k, io& out, int how, simdnorm::exe
     return;
   }
   out.reset();
-  const status s = how == 0 ? p.execute(out.args(), exec) : run_by_hand(p, out.args(), chunk, ws);
+  const status s =
+      how == 0 ? test::execute_any(p, out.args(), exec) : run_by_hand(p, out.args(), chunk, ws);
   if (!s) {
     f.add(std::string(where) + ": " + c.name + ": " + s.message());
     return;
@@ -603,7 +603,7 @@ TEST_CASE("concurrency: C API plans and per-thread error messages from several t
         continue;
       }
       out.reset();
-      const norm_args a = out.args();
+      const test::any_args a = out.args();
       simdnorm_norm_args ca{};
       ca.x = a.x, ca.y = a.y, ca.gamma = a.gamma, ca.beta = a.beta, ca.mean = a.mean;
       ca.rstd = a.rstd;

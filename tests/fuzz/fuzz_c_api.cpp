@@ -355,9 +355,21 @@ simdnorm_status make_plan(const fuzz_case& c, const simdnorm_tensor_desc* x,
   }
 }
 
+// BatchNorm runs with its args struct (the running statistics), every other op with the
+// common operands. A null `a` stays null (the misuse of a null args pointer).
+const simdnorm_batch_norm_args* bn_args(const simdnorm_norm_args* a,
+                                        const simdnorm_running_statistics& running,
+                                        simdnorm_batch_norm_args* out) {
+  if (a == nullptr) return nullptr;
+  out->base = *a;
+  out->running = running;
+  return out;
+}
+
 simdnorm_status one_shot(const fuzz_case& c, const simdnorm_norm_args* a,
-                         const simdnorm_executor* e) {
+                         const simdnorm_running_statistics& running, const simdnorm_executor* e) {
   const void* p = params_of(c);
+  simdnorm_batch_norm_args ba;
   switch (c.op) {
     case kLayerNorm:
       return simdnorm_layer_norm(&c.xd, &c.yd, static_cast<const simdnorm_layer_norm_params*>(p), a,
@@ -367,8 +379,8 @@ simdnorm_status one_shot(const fuzz_case& c, const simdnorm_norm_args* a,
     case kLpNorm:
       return simdnorm_lp_norm(&c.xd, &c.yd, static_cast<const simdnorm_lp_norm_params*>(p), a, e);
     case kBatchNorm:
-      return simdnorm_batch_norm(&c.xd, &c.yd, static_cast<const simdnorm_batch_norm_params*>(p), a,
-                                 e);
+      return simdnorm_batch_norm_ex(&c.xd, &c.yd, static_cast<const simdnorm_batch_norm_params*>(p),
+                                    bn_args(a, running, &ba), e);
     case kGroupNorm:
       return simdnorm_group_norm(&c.xd, &c.yd, static_cast<const simdnorm_group_norm_params*>(p), a,
                                  e);
@@ -1333,6 +1345,8 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (!sizes_fit) return 0;
   simdnorm_norm_args args;
   std::memset(&args, 0, sizeof args);
+  simdnorm_running_statistics running;  // BatchNorm's own operands (simdnorm_batch_norm_args)
+  std::memset(&running, 0, sizeof running);
   args.x = m.xbuf.data + m.x_at;
   args.y = m.y();
   if (af & 1) {
@@ -1358,20 +1372,21 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (give_rm) {
     m.run_mean.alloc(std::size_t(ch_n), 0, 7);
     for (std::int64_t i = 0; i < ch_n; ++i) m.run_mean.data[i] = aux_value(1);
-    args.running_mean = m.run_mean.data;
+    running.mean = m.run_mean.data;
   }
   if (give_rv) {
     m.run_var.alloc(std::size_t(ch_n), 0, 8);
     for (std::int64_t i = 0; i < ch_n; ++i) m.run_var.data[i] = aux_value(2);
-    args.running_var = m.run_var.data;
+    running.var = m.run_var.data;
   }
   if (af & 0x40) {
     constexpr std::int64_t kCounters[8] = {0,  1,       2,           7,
                                            -1, kI64Max, kI64Max - 1, std::int64_t(1) << 40};
     m.counter = kCounters[h[55] % 8];
     m.has_counter = true;
-    args.num_batches_tracked = &m.counter;
+    running.num_batches_tracked = &m.counter;
   }
+  if (c.op != kBatchNorm) std::memset(&running, 0, sizeof running);  // no such operands
   // split statistics (h[62]): the records the stage takes, left out when bits 0-1 are 3; bits
   // 2-4 from 4 on corrupt one of apply's; bits 5-7 = 1 give a stage the records it does not take
   const std::uint8_t rf = h[62];
@@ -1425,19 +1440,16 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     bad(args.beta && !os.takes_beta);
     bad(args.mean && !os.takes_mean);
     bad(args.gamma && os.affine == 0 && c.op != kBatchNorm);
-    const bool stats_args = args.running_mean || args.running_var || args.num_batches_tracked;
+    const bool stats_args = running.mean || running.var || running.num_batches_tracked;
     if (c.op == kBatchNorm && !c.bn.training) {
       bad(args.gamma || args.beta || args.mean || args.rstd || stats_args);
     } else if (c.op == kBatchNorm) {
-      bad((args.running_mean == nullptr) != (args.running_var == nullptr));
-      bad(c.bn.cumulative && args.running_mean && !args.num_batches_tracked);
-      bad(c.bn.cumulative && args.num_batches_tracked && m.counter < 0);
-      bad(args.num_batches_tracked && m.counter == kI64Max);  // cannot be incremented
-    } else if (c.op >= kGroupNorm) {
-      bad(stats_args);
-      if (c.op == kMvn) bad(args.gamma || args.beta || args.mean || args.rstd);
-    } else if (stats_args && args_ex == expect::accept) {
-      args_ex = expect::either;  // the row ops do not document these fields
+      bad((running.mean == nullptr) != (running.var == nullptr));
+      bad(c.bn.cumulative && running.mean && !running.num_batches_tracked);
+      bad(c.bn.cumulative && running.num_batches_tracked && m.counter < 0);
+      bad(running.num_batches_tracked && m.counter == kI64Max);  // cannot be incremented
+    } else if (c.op == kMvn) {
+      bad(args.gamma || args.beta || args.mean || args.rstd);
     }
     if (c.stage == kApply) {  // one record per unit, of the op's kind, with enough values
       bad(args.moments_in == nullptr);
@@ -1459,16 +1471,27 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (ex_pool.concurrency <= 1 && (h[34] & 0x10)) ex_pool.parallel_for = nullptr;
 
   // Runs the call by `path`; returns its status (first failing call).
+  const bool bn = c.op == kBatchNorm;
+  simdnorm_batch_norm_args ba;
+  auto plan_execute = [&](const simdnorm_norm_args* a, const simdnorm_executor* e) {
+    return bn ? simdnorm_plan_execute_batch_norm(plan, bn_args(a, running, &ba), e)
+              : simdnorm_plan_execute(plan, a, e);
+  };
+  auto plan_run = [&](const simdnorm_norm_args* a, std::size_t phase, std::size_t begin,
+                      std::size_t end) {
+    return bn ? simdnorm_plan_run_batch_norm(plan, bn_args(a, running, &ba), phase, begin, end)
+              : simdnorm_plan_run(plan, a, phase, begin, end);
+  };
   auto execute = [&](int path, bool allow_misuse) -> simdnorm_status {
     const int misuse_now = allow_misuse ? misuse : 0;
     pool.calls.clear();
     set_sentinel_message();
     switch (path) {
-      case 0: return simdnorm_plan_execute(plan, misuse_now == 4 ? nullptr : &args, nullptr);
+      case 0: return plan_execute(misuse_now == 4 ? nullptr : &args, nullptr);
       case 1: {
         simdnorm_executor e = ex_pool;
         if (misuse_now == 5) e.concurrency = 2, e.parallel_for = nullptr;
-        return simdnorm_plan_execute(plan, misuse_now == 4 ? nullptr : &args, &e);
+        return plan_execute(misuse_now == 4 ? nullptr : &args, &e);
       }
       case 2: {
         const std::size_t phases = simdnorm_plan_num_phases(plan);
@@ -1478,13 +1501,13 @@ int run_one(const std::uint8_t* data, std::size_t size) {
         std::unique_ptr<void, void (*)(void*)> wg(w, &std::free);
         simdnorm_norm_args a = args;
         a.workspace = w;
-        if (misuse_now == 4) return simdnorm_plan_run(plan, nullptr, 0, 0, 1);
+        if (misuse_now == 4) return plan_run(nullptr, 0, 0, 1);
         if (misuse_now == 6) {
           const std::size_t n0 = simdnorm_plan_num_tasks(plan, 0);
           const int k = h[31] % 3;
-          return k == 0   ? simdnorm_plan_run(plan, &a, phases, 0, 0)
-                 : k == 1 ? simdnorm_plan_run(plan, &a, 0, 1, 0)
-                          : simdnorm_plan_run(plan, &a, 0, 0, n0 + 1);
+          return k == 0   ? plan_run(&a, phases, 0, 0)
+                 : k == 1 ? plan_run(&a, 0, 1, 0)
+                          : plan_run(&a, 0, 0, n0 + 1);
         }
         if (misuse_now == 7 && ws) a.workspace = nullptr;
         for (std::size_t p = 0; p < phases; ++p) {
@@ -1493,7 +1516,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
           for (std::size_t k = 0; k < chunks; ++k) {
             const std::size_t j = pool.reverse ? chunks - 1 - k : k;
             const simdnorm_status s =
-                simdnorm_plan_run(plan, &a, p, j * pool.chunk, std::min(n, (j + 1) * pool.chunk));
+                plan_run(&a, p, j * pool.chunk, std::min(n, (j + 1) * pool.chunk));
             if (s != SIMDNORM_OK) return s;
           }
         }
@@ -1502,7 +1525,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       default: {
         simdnorm_executor e = ex_pool;
         if (misuse_now == 5) e.concurrency = 2, e.parallel_for = nullptr;
-        return one_shot(c, misuse_now == 4 ? nullptr : &args, &e);
+        return one_shot(c, misuse_now == 4 ? nullptr : &args, running, &e);
       }
     }
   };
@@ -1513,7 +1536,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (!planned) {
     // the one-shot form of a refused plan fails the same way and writes nothing
     set_sentinel_message();
-    const simdnorm_status s = one_shot(c, &args, &ex_pool);
+    const simdnorm_status s = one_shot(c, &args, running, &ex_pool);
     FUZZ_CHECK(s == ps);
     check_failure_reported(s);
     FUZZ_CHECK(m.all_unchanged());
@@ -1576,7 +1599,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   md.gamma = args.gamma;
   md.beta = args.beta;
   if (c.op == kBatchNorm && c.bn.training) {
-    if (args.running_mean && args.running_var) {  // the moments stage takes one without the other
+    if (running.mean && running.var) {  // the moments stage takes one without the other
       md.run_mean_in = reinterpret_cast<const float*>(m.run_mean.snap.data());
       md.run_var_in = reinterpret_cast<const float*>(m.run_var.snap.data());
     }
@@ -1619,7 +1642,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   };
   if (os.takes_mean && writes_y) check_aux(m.mean, ref.mean, "mean");
   if (os.takes_rstd && writes_y) check_aux(m.rstd, ref.rstd, "rstd");
-  if (c.op == kBatchNorm && c.bn.training && args.running_mean && writes_y) {
+  if (c.op == kBatchNorm && c.bn.training && running.mean && writes_y) {
     check_aux(m.run_mean, ref.run_mean, "running_mean");
     check_aux(m.run_var, ref.run_var, "running_var");
   }

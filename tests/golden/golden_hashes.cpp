@@ -136,7 +136,7 @@ void channels(results& out) {
           p.training = training;
           p.fuse_relu = v % 4 == 0;
           p.stores = store;
-          simdnorm::norm_args a;
+          simdnorm::batch_norm_args a;
           a.x = x.data();
           a.y = y.data();
           if (training) {

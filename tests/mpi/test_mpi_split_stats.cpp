@@ -270,9 +270,9 @@ struct bn_out {
   std::int64_t batches = 3;
   bn_out(std::size_t values, std::size_t C)
       : y(values, 7.25f), mean(C), rstd(C), running_mean(C, 0.5f), running_var(C, 2.f) {}
-  simdnorm::norm_args args(const float* x, const std::vector<float>& g,
-                           const std::vector<float>& b) {
-    simdnorm::norm_args a;
+  simdnorm::batch_norm_args args(const float* x, const std::vector<float>& g,
+                                 const std::vector<float>& b) {
+    simdnorm::batch_norm_args a;
     a.x = x;
     a.y = y.data();
     a.gamma = g.data();
@@ -319,7 +319,7 @@ bn_out sync_batch_norm(const bn_case& bc, const float* xs, std::size_t n,
   require_ok(pm.execute(a, exec), "bn moments");
   const std::vector<moments> merged = allgather_merge(local);
   bn_out out(n * bc.C * bc.S, bc.C);
-  simdnorm::norm_args c = out.args(xs, g, b);
+  simdnorm::batch_norm_args c = out.args(xs, g, b);
   c.moments_in = merged.data();
   require_ok(pa.execute(c, exec), "bn apply");
   return out;
