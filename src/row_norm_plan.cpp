@@ -116,7 +116,17 @@ struct row_norm_plan final : plan_impl {
                              "args.moments_out is null: a %s plan of stats_stage::moments writes "
                              "one record per row there",
                              op_name(op->id));
-      return check_residual(a, 0);
+      // The fused operands of the normalize step would be silently unused: refused.
+      if (a.gate != nullptr || a.y_scale != nullptr || a.amax != nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.%s: a %s plan of stats_stage::moments computes statistics "
+                             "only (the gate, y_scale and amax belong to the apply plan)",
+                             a.gate      ? "gate"
+                             : a.y_scale ? "y_scale"
+                                         : "amax",
+                             op_name(op->id));
+      const status s = check_modulation(a);  // none: moments plans have no modulation
+      return s ? check_residual(a, 0) : s;
     }
     if (a.y == nullptr) return status::error(status_code::invalid_argument, "args.y is null");
     if (!op->beta && a.beta != nullptr)

@@ -325,6 +325,12 @@ TEST_CASE("split statistics: bad input is refused with a clear message and write
        [&](simdnorm::layer_norm_args&, std::vector<moments>& m) { m[1] = squares; }},
       {"count", stats_stage::apply,
        [&](simdnorm::layer_norm_args&, std::vector<moments>& m) { m[0] = empty; }},
+      {"no adaLN modulation", stats_stage::moments,
+       [&](simdnorm::layer_norm_args& a, std::vector<moments>&) {
+         a.modulation_scale = a.modulation_shift = r.data();
+       }},
+      {"y_scale", stats_stage::moments,
+       [&](simdnorm::layer_norm_args& a, std::vector<moments>&) { a.y_scale = h.data(); }},
       {"residual", stats_stage::apply,
        [&](simdnorm::layer_norm_args& a, std::vector<moments>&) {
          a.residual = r.data();
