@@ -198,3 +198,74 @@ TEST_CASE("gated rms_norm: errors write nothing") {
     CHECK(z[i] == 0.5f);
   }
 }
+
+// Every fusion at once (residual add with bias, gate, adaLN on LayerNorm, int8 y with block
+// scales and the amax on RMSNorm) on a shape of several tasks: the same bits on the serial
+// executor, on 3 threads and task by task in reverse order.
+TEST_CASE("fusions: outputs are bitwise identical for any executor and thread count") {
+  const std::int64_t B = 4, T = 64, D = 1024;  // 2^18 elements: above the inline size
+  const std::size_t n = std::size_t(B * T * D);
+  std::vector<float> x(n), r(n), z(n), g(D), b(D), bias(D), mod(std::size_t(2 * B * D));
+  test::fill_normal(x.data(), n, 1, 0.3, 1.0);
+  test::fill_normal(r.data(), n, 2, 0.0, 1.0);
+  test::fill_normal(z.data(), n, 3, 0.0, 2.0);
+  test::fill_normal(g.data(), D, 4, 1.0, 0.2);
+  test::fill_normal(b.data(), D, 5, 0.0, 0.5);
+  test::fill_normal(bias.data(), D, 6, 0.0, 0.1);
+  test::fill_normal(mod.data(), mod.size(), 7, 0.0, 0.3);
+  const tensor_desc d = tensor_desc::contiguous({B, T, D});
+  tensor_desc q = d;
+  q.type = dtype::i8;
+  simdnorm::layer_norm_params lp;
+  lp.modulation_tokens = T;
+  simdnorm::rms_norm_params rp;
+  rp.quant.block = 128;
+  rp.quant.row_amax = true;
+  simdnorm::plan ln, rms;
+  REQUIRE(simdnorm::plan::layer_norm(d, d, lp, &ln).ok());
+  REQUIRE(simdnorm::plan::rms_norm(d, q, rp, &rms).ok());
+  REQUIRE(ln.num_tasks() > 1);
+  REQUIRE(rms.num_tasks() > 1);
+
+  struct outputs {
+    std::vector<float> h, y, scales, amax;
+    std::vector<std::int8_t> codes;
+  };
+  const auto run = [&](int how) {
+    outputs o{r, std::vector<float>(n), std::vector<float>(n / 128), std::vector<float>(B * T),
+              std::vector<std::int8_t>(n)};
+    simdnorm::layer_norm_args la;
+    la.x = x.data(), la.y = o.y.data(), la.gamma = g.data(), la.beta = b.data();
+    la.residual = o.h.data(), la.residual_out = o.h.data(), la.residual_bias = bias.data();
+    la.modulation_scale = mod.data(), la.modulation_shift = mod.data() + D;
+    la.modulation_stride = 2 * D;
+    simdnorm::rms_norm_args ra;
+    ra.x = o.y.data(), ra.y = o.codes.data(), ra.gamma = g.data(), ra.gate = z.data();
+    ra.y_scale = o.scales.data(), ra.amax = o.amax.data();
+    test::chunked_thread_executor three(3);
+    if (how == 2) {  // every task by hand, last first
+      for (const simdnorm::plan* p : {&ln, &rms}) {
+        test::buffer ws(p->workspace_bytes() / sizeof(float) + 1);
+        la.workspace = ra.workspace = ws.data();
+        for (std::size_t ph = 0; ph < p->num_phases(); ++ph)
+          for (std::size_t t = p->num_tasks(ph); t-- > 0;)
+            REQUIRE((p == &ln ? p->run(la, ph, t, t + 1) : p->run(ra, ph, t, t + 1)).ok());
+      }
+    } else {
+      simdnorm::executor* e = how == 0 ? &simdnorm::serial_executor() : &three;
+      REQUIRE(ln.execute(la, e).ok());
+      REQUIRE(rms.execute(ra, e).ok());
+    }
+    return o;
+  };
+  const outputs serial = run(0);
+  for (int how : {1, 2}) {
+    CAPTURE(how);
+    const outputs o = run(how);
+    CHECK(test::bitwise_equal(o.h.data(), serial.h.data(), n));
+    CHECK(test::bitwise_equal(o.y.data(), serial.y.data(), n));
+    CHECK(test::bitwise_equal(o.scales.data(), serial.scales.data(), o.scales.size()));
+    CHECK(test::bitwise_equal(o.amax.data(), serial.amax.data(), o.amax.size()));
+    CHECK(o.codes == serial.codes);
+  }
+}

@@ -107,9 +107,9 @@ void check_row_entry(simdnorm::isa active, row_kind kind, std::size_t rows, std:
       for (std::size_t i = 0; i < cols; ++i) s = std::max(s, std::fabs(xr[i] - xr[0]) / sigma);
       for (std::size_t i = 0; i < cols; ++i) {
         const double z = (xr[i] - st.mean) / sigma;
-        bad.expect(std::fabs(yr[i] - want[i]) <=
-                       ref::layer_norm_bound(depth, z, s, g[i], b[i], want[i]),
-                   [&] { return "row " + std::to_string(r) + " col " + std::to_string(i); });
+        bad.expect(
+            std::fabs(yr[i] - want[i]) <= ref::layer_norm_bound(depth, z, s, g[i], b[i], want[i]),
+            [&] { return "row " + std::to_string(r) + " col " + std::to_string(i); });
       }
       bad.expect(std::fabs(rstd[r] - 1 / sigma) <= depth * ref::u32 * (1 + s) * (1 + s) / sigma,
                  [&] { return "rstd of row " + std::to_string(r); });
@@ -123,8 +123,9 @@ void check_row_entry(simdnorm::isa active, row_kind kind, std::size_t rows, std:
         rs = 1 / std::max(ref::lp_norm(xr, cols, 2), double(cfg.eps));
         for (std::size_t i = 0; i < cols; ++i) want[i] = xr[i] * rs;
       }
-      const double rel = kind == row_kind::rms_norm ? (depth / 2 + 4) * ref::u32
-                                                    : (ref::sum_depth(cols, lanes) / 2 + 4) * ref::u32;
+      const double rel = kind == row_kind::rms_norm
+                             ? (depth / 2 + 4) * ref::u32
+                             : (ref::sum_depth(cols, lanes) / 2 + 4) * ref::u32;
       for (std::size_t i = 0; i < cols; ++i)
         bad.expect(std::fabs(yr[i] - want[i]) <= rel * std::fabs(want[i]) + 1e-30,
                    [&] { return "row " + std::to_string(r) + " col " + std::to_string(i); });
@@ -179,9 +180,8 @@ TEST_CASE("kernels: add_rows sums in f32 and rounds once, within its rows (every
           for (std::size_t i = 0; i < cols; ++i) {
             const float sum = x.row(k)[i] + r.row(k)[i];  // f32, rounded once per add
             const float want = bp ? sum + bp[i] : sum;
-            bad.expect(h.row(k)[i] == want, [&] {
-              return "row " + std::to_string(k) + " col " + std::to_string(i);
-            });
+            bad.expect(h.row(k)[i] == want,
+                       [&] { return "row " + std::to_string(k) + " col " + std::to_string(i); });
           }
         CHECK_MESSAGE(bad.none(), bad.report());
       }
@@ -222,11 +222,9 @@ TEST_CASE("kernels: row_affine and column_moments over channel rows (every ISA)"
         for (std::size_t i = 0; i < cols; ++i) {
           const double d = double(x.row(k)[i]) - center[i];
           const double want = std::max(0.0, d * scale[i] + shift[i]);
-          const double tol =
-              3 * ref::u32 * (std::fabs(d * scale[i]) + std::fabs(shift[i])) + 1e-30;
-          bad.expect(std::fabs(y.row(k)[i] - want) <= tol, [&] {
-            return "row " + std::to_string(k) + " col " + std::to_string(i);
-          });
+          const double tol = 3 * ref::u32 * (std::fabs(d * scale[i]) + std::fabs(shift[i])) + 1e-30;
+          bad.expect(std::fabs(y.row(k)[i] - want) <= tol,
+                     [&] { return "row " + std::to_string(k) + " col " + std::to_string(i); });
         }
       CHECK_MESSAGE(bad.none(), bad.report());
 
@@ -248,11 +246,11 @@ TEST_CASE("kernels: row_affine and column_moments over channel rows (every ISA)"
         // The shift is one of the column's values, so |x - shift| <= 2 * spread.
         const double depth = double(sd::kColumnChunkRows) + 8;
         bad_moments.expect(std::fabs(m[i].mean - mean) <=
-                       depth * ref::u32 * 2 * spread + 2 * ref::u32 * std::fabs(mean),
-                   [&] { return "mean of column " + std::to_string(i); });
-        bad_moments.expect(std::fabs(m[i].m2 - q) <= 2 * depth * ref::u32 * double(rows) * 4 * spread *
-                                                 spread,
-                   [&] { return "m2 of column " + std::to_string(i); });
+                               depth * ref::u32 * 2 * spread + 2 * ref::u32 * std::fabs(mean),
+                           [&] { return "mean of column " + std::to_string(i); });
+        bad_moments.expect(
+            std::fabs(m[i].m2 - q) <= 2 * depth * ref::u32 * double(rows) * 4 * spread * spread,
+            [&] { return "m2 of column " + std::to_string(i); });
       }
       CHECK_MESSAGE(bad_moments.none(), bad_moments.report());
     }
