@@ -5,9 +5,10 @@
 // that hands the tasks to at::parallel_for, so torch.set_num_threads governs the threads.
 //
 // Element types: the row ops (layer_norm, rms_norm, normalize and the fused_add_* ops) take
-// float32, bfloat16 and float16 inputs; the output has the input's dtype. Their weight and bias
-// are float32 or the input's dtype (converted to a float32 copy per call: the kernels read
-// float32 parameters). The channel ops take float32 only. Forward only: the
+// float32, bfloat16 and float16 inputs, as do the channel ops; the output has the input's dtype.
+// Weight, bias and BatchNorm's running statistics are float32 or the input's dtype (converted to
+// a float32 copy per call: the kernels read float32 parameters; updated running statistics are
+// rounded back into their dtype). Forward only: the
 // operators have no autograd formula and refuse inputs that require grad in grad mode (the
 // Python modules and simdnorm_torch.normalize fall back to PyTorch when a graph is needed).
 //
@@ -195,7 +196,7 @@ plan_cache& cache() {
 // ---- argument checks and conversions ---------------------------------------------------------
 
 // The element types of the row ops' x and y.
-bool is_row_dtype(at::ScalarType t) {
+bool is_float_dtype(at::ScalarType t) {
   return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
 }
 
@@ -207,17 +208,11 @@ simdnorm::dtype dtype_of(at::ScalarType t) {
   }
 }
 
-// `row_dtypes`: the op takes bfloat16 and float16 besides float32 (the row ops).
-void check_input(const Tensor& x, const char* op, bool row_dtypes = false) {
+void check_input(const Tensor& x, const char* op) {
   TORCH_CHECK(x.device().is_cpu(), "simdnorm.", op, ": input must be a CPU tensor, got ",
               x.device());
-  if (row_dtypes) {
-    TORCH_CHECK(is_row_dtype(x.scalar_type()), "simdnorm.", op,
-                ": input must be float32, bfloat16 or float16, got ", x.scalar_type());
-  } else {
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "simdnorm.", op, ": input must be float32, got ",
-                x.scalar_type());
-  }
+  TORCH_CHECK(is_float_dtype(x.scalar_type()), "simdnorm.", op,
+              ": input must be float32, bfloat16 or float16, got ", x.scalar_type());
   TORCH_CHECK(x.layout() == at::kStrided, "simdnorm.", op, ": input must be a strided tensor");
   TORCH_CHECK(x.dim() <= simdnorm::max_dims, "simdnorm.", op, ": input has ", x.dim(),
               " dims, at most ", simdnorm::max_dims, " are supported");
@@ -235,9 +230,9 @@ const float* vector_ptr(const optional<Tensor>& t, int64_t numel, const char* op
   return t->data_ptr<float>();
 }
 
-// A row op's weight or bias: float32, or the input's dtype `x_type` (converted into a float32
-// copy kept in *holder). `numel` entries, CPU, contiguous.
-const float* row_vector_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel,
+// A weight, bias or running statistic: float32, or the input's dtype `x_type` (converted into a
+// float32 copy kept in *holder). `numel` entries, CPU, contiguous.
+const float* param_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel,
                             const char* op, const char* name, Tensor* holder) {
   if (!t.has_value() || !t->defined() || t->scalar_type() == at::kFloat || x_type == at::kFloat) {
     return vector_ptr(t, numel, op, name);
@@ -250,6 +245,11 @@ const float* row_vector_ptr(const optional<Tensor>& t, at::ScalarType x_type, in
               " elements, expected ", numel);
   *holder = t->to(at::kFloat);  // exact: bfloat16 and float16 values are float32 values
   return holder->data_ptr<float>();
+}
+
+// The data of an optional tensor (null when absent): a parameter's identity in a plan key.
+const void* storage_of(const optional<Tensor>& t) {
+  return t.has_value() && t->defined() ? t->data_ptr() : nullptr;
 }
 
 simdnorm::tensor_desc desc_of(const Tensor& t) {
@@ -345,8 +345,8 @@ void run_into(op_id id, const char* op, const Tensor& x, const Tensor& y,
   simdnorm::args_of<Params> args;
   args.x = x.data_ptr();
   args.y = y.defined() ? y.data_ptr() : nullptr;
-  args.gamma = row_vector_ptr(weight, x.scalar_type(), affine_numel, op, "weight", &weight32);
-  args.beta = row_vector_ptr(bias, x.scalar_type(), affine_numel, op, "bias", &bias32);
+  args.gamma = param_ptr(weight, x.scalar_type(), affine_numel, op, "weight", &weight32);
+  args.beta = param_ptr(bias, x.scalar_type(), affine_numel, op, "bias", &bias32);
   fill(args);
   execute(plan, args, op);
 }
@@ -380,7 +380,7 @@ template <class Params>
 Tensor row_norm(op_id id, const char* op, const Tensor& x, at::IntArrayRef normalized_shape,
                 const optional<Tensor>& weight, const optional<Tensor>& bias, double eps,
                 double weight_offset = 0.0) {
-  check_input(x, op, /*row_dtypes=*/true);
+  check_input(x, op);
   const int64_t row = check_normalized_shape(x, normalized_shape, op);
   Params params;
   params.normalized_ndim = static_cast<int>(normalized_shape.size());
@@ -406,7 +406,7 @@ Tensor rms_norm(const Tensor& x, at::IntArrayRef normalized_shape, const optiona
 
 // The ops over the last dim (the fused, gated, quantized and staged forms).
 void check_last_dim_input(const Tensor& x, const char* op) {
-  check_input(x, op, /*row_dtypes=*/true);
+  check_input(x, op);
   TORCH_CHECK(x.dim() >= 1, "simdnorm.", op, ": input needs at least 1 dim");
 }
 
@@ -459,7 +459,7 @@ void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& res
   params.normalized_ndim = 1;
   params.eps = static_cast<float>(eps);
   Tensor residual_bias32;
-  const float* rb = row_vector_ptr(residual_bias, x.scalar_type(), x.size(-1), op, "residual_bias",
+  const float* rb = param_ptr(residual_bias, x.scalar_type(), x.size(-1), op, "residual_bias",
                                    &residual_bias32);
   run_into(id, op, x, x, desc_of(x), params, row_extras(params), weight, bias, x.size(-1),
            [&](auto& a) {
@@ -547,7 +547,7 @@ std::tuple<Tensor, Tensor> norm_quant(op_id id, const char* op, const Tensor& in
   yd.type = type.first;
   Tensor residual_bias32;
   const float* rb =
-      row_vector_ptr(residual_bias, x.scalar_type(), d, op, "residual_bias", &residual_bias32);
+      param_ptr(residual_bias, x.scalar_type(), d, op, "residual_bias", &residual_bias32);
   run_into(id, op, x, q, yd, params, row_extras(params), weight, bias, d, [&](auto& a) {
     if (has_residual) {
       a.residual = residual->data_ptr();
@@ -720,10 +720,12 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   check_input(x, op);
   const int64_t c = channels_of(x, op);
   Tensor y = output_like(x);
-  const float* gamma = vector_ptr(weight, c, op, "weight");
-  const float* beta = vector_ptr(bias, c, op, "bias");
-  const float* rm = vector_ptr(running_mean, c, op, "running_mean");
-  const float* rv = vector_ptr(running_var, c, op, "running_var");
+  Tensor gamma32, beta32, rm32, rv32;  // float32 copies of bfloat16 / float16 parameters
+  const at::ScalarType xt = x.scalar_type();
+  const float* gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
+  const float* beta = param_ptr(bias, xt, c, op, "bias", &beta32);
+  const float* rm = param_ptr(running_mean, xt, c, op, "running_mean", &rm32);
+  const float* rv = param_ptr(running_var, xt, c, op, "running_var", &rv32);
   TORCH_CHECK((rm == nullptr) == (rv == nullptr), "simdnorm.", op,
               ": running_mean and running_var must be given together");
   if (x.numel() == 0) return y;  // nothing to normalize; the running statistics stay as they are
@@ -732,8 +734,8 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   params.eps = static_cast<float>(eps);
   params.training = training;
   simdnorm::batch_norm_args args;
-  args.x = x.data_ptr<float>();
-  args.y = y.data_ptr<float>();
+  args.x = x.data_ptr();
+  args.y = y.data_ptr();
 
   if (!training) {
     TORCH_CHECK(rm != nullptr, "simdnorm.", op,
@@ -742,16 +744,18 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
     params.running_var = rv;
     params.gamma = gamma;
     params.beta = beta;
+    // The key names the parameter tensors (their storage, not the float32 copies, which are
+    // new every call); the entry compares the folded values with their current contents.
     const float* folded_ptrs[4] = {rm, rv, gamma, beta};
     std::string key = key_builder(op_id::batch_norm)
                           .add(xd)
                           .add(yd)
                           .add(int64_t{0})
                           .add(params.eps)
-                          .add(rm)
-                          .add(rv)
-                          .add(gamma)
-                          .add(beta)
+                          .add(storage_of(running_mean))
+                          .add(storage_of(running_var))
+                          .add(storage_of(weight))
+                          .add(storage_of(bias))
                           .take();
     simdnorm::plan plan = cache().get(
         key,
@@ -792,12 +796,14 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
       key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
   args.gamma = gamma;
   args.beta = beta;
-  if (rm != nullptr) {
-    args.running_mean = running_mean->data_ptr<float>();
-    args.running_var = running_var->data_ptr<float>();
+  if (rm != nullptr) {  // updated in place: the tensors themselves, or their float32 copies
+    args.running_mean = rm32.defined() ? rm32.data_ptr<float>() : running_mean->data_ptr<float>();
+    args.running_var = rv32.defined() ? rv32.data_ptr<float>() : running_var->data_ptr<float>();
   }
   args.num_batches_tracked = nbt;
   execute(plan, args, op);
+  if (rm32.defined()) running_mean->copy_(rm32);  // rounded once into their dtype
+  if (rv32.defined()) running_var->copy_(rv32);
   if (rm != nullptr) {
     bump_version(*running_mean);
     bump_version(*running_var);
@@ -833,7 +839,7 @@ Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight, const opti
 // p = 1 or 2 and a dim the plan takes as rows (every dim after it of size 1, the row dense).
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps) {
   constexpr const char* op = "normalize";
-  check_input(x, op, /*row_dtypes=*/true);
+  check_input(x, op);
   const int64_t axis = c10::maybe_wrap_dim(dim, x.dim());  // IndexError out of range, as torch
   TORCH_CHECK(p == 1.0 || p == 2.0, "simdnorm.", op, ": p=", p,
               " is not supported; simdnorm's Lp plan takes p = 1 or 2");

@@ -1,5 +1,5 @@
-"""simdnorm's SIMD normalization kernels inside PyTorch (CPU, forward; float32, and bfloat16
-and float16 for the row ops).
+"""simdnorm's SIMD normalization kernels inside PyTorch (CPU, forward; float32, bfloat16 and
+float16).
 
 Importing this package registers the operators ``torch.ops.simdnorm.layer_norm``,
 ``rms_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``, ``normalize``,

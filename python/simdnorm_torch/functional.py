@@ -47,9 +47,8 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     def slow(x):
         return F.normalize(x, p, dim, eps)
 
-    why = _why_not(x, (), row=True) or _normalize_why_not(x, p, dim, eps)
+    why = _why_not(x, ()) or _normalize_why_not(x, p, dim, eps)
     if why is not None:
         _fallbacks[f"normalize: {why}"] += 1
         return slow(x)
-    return _run("normalize", lambda: _ops.normalize(x, float(p), dim, float(eps)), slow, x,
-                row=True)
+    return _run("normalize", lambda: _ops.normalize(x, float(p), dim, float(eps)), slow, x)

@@ -4,9 +4,9 @@ Each module subclasses its torch.nn counterpart: same constructor, parameters, b
 state_dict keys, same results up to float32 rounding. A call runs on simdnorm when it can and on
 PyTorch's own forward otherwise:
 
-* CPU input and parameters: float32 for BatchNorm, GroupNorm and InstanceNorm; float32,
-  bfloat16 or float16 for LayerNorm and RMSNorm, with the parameters of the input's dtype (the
-  output has that dtype, as in PyTorch; simdnorm computes in float32 and rounds once);
+* CPU input: float32, bfloat16 or float16, with the parameters (and BatchNorm's running
+  statistics) of the input's dtype (the output has that dtype, as in PyTorch; simdnorm computes
+  in float32 and rounds once);
 * no autograd graph wanted: the operators are forward-only, so a call that needs gradients
   (grad mode on and the input or a parameter requires grad) runs PyTorch's forward. Run
   inference under ``torch.no_grad()`` or ``torch.inference_mode()``;
@@ -31,20 +31,15 @@ def fallback_counts():
     return dict(_fallbacks)
 
 
-_ROW_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _why_not(x, params, row=False):
-    """None when simdnorm can run a call on x with these parameters, else the reason. `row`: a
-    row op (LayerNorm, RMSNorm, normalize), which takes bfloat16 and float16 too and runs on
-    simdnorm when its parameters have x's dtype: other mixes keep PyTorch's result dtype (a
-    user RMSNorm promotes) or its error through the fallback. For the channel ops, parameters
-    of another dtype than x fail in PyTorch's forward too: the operator reports them."""
-    if row:
-        if x.dtype not in _ROW_DTYPES or any(p is not None and p.dtype != x.dtype
-                                             for p in params):
-            return "dtype"
-    elif x.dtype != torch.float32:
+def _why_not(x, params):
+    """None when simdnorm can run a call on x with these parameters, else the reason. x may be
+    float32, bfloat16 or float16; simdnorm runs the call when the parameters (weight, bias,
+    running statistics) have x's dtype: other mixes keep PyTorch's result dtype (a user RMSNorm
+    promotes) or its error through the fallback."""
+    if x.dtype not in _DTYPES or any(p is not None and p.dtype != x.dtype for p in params):
         return "dtype"
     if x.device.type != "cpu":
         return "device"
@@ -54,9 +49,9 @@ def _why_not(x, params, row=False):
     return None
 
 
-def _run(op, fast, slow, x, *params, row=False):
+def _run(op, fast, slow, x, *params):
     """fast() on simdnorm, or slow(x) (PyTorch) when simdnorm cannot take the call."""
-    why = _why_not(x, params, row)
+    why = _why_not(x, params)
     if why is None:
         try:
             return fast()
@@ -94,7 +89,7 @@ class LayerNorm(nn.LayerNorm):
         return _run("layer_norm",
                     lambda: _ops.layer_norm(x, self.normalized_shape, self.weight, self.bias,
                                             self.eps),
-                    super().forward, x, self.weight, self.bias, row=True)
+                    super().forward, x, self.weight, self.bias)
 
 
 class GroupNorm(nn.GroupNorm):
@@ -196,7 +191,7 @@ class RMSNorm(nn.Module):
             return _layout_fallback("rms_norm", x, self._reference)
         return _run("rms_norm",
                     lambda: _ops.rms_norm(x, self.normalized_shape, self.weight, self.eps),
-                    self._reference, x, self.weight, row=True)
+                    self._reference, x, self.weight)
 
     def _reference(self, x):
         return _rms_reference(x, self.normalized_shape, self.weight, self.eps)
@@ -231,10 +226,10 @@ class RMSNormGated(nn.Module):
         if gate is None:
             return _run("rms_norm_gated",
                         lambda: _ops.rms_norm(x, [x.size(-1)], self.weight, eps),
-                        slow, x, self.weight, row=True)
+                        slow, x, self.weight)
         return _run("rms_norm_gated",
                     lambda: _ops.rms_norm_gated(x, gate, self.weight, eps),
-                    slow, x, self.weight, gate, row=True)
+                    slow, x, self.weight, gate)
 
     def _reference(self, x, gate):
         input_dtype = x.dtype
@@ -264,7 +259,7 @@ def _rms_subclass(base):
             offset = getattr(self, "_simdnorm_weight_offset", 0.0)
             return _run("rms_norm",
                         lambda: _ops.rms_norm(x, self._simdnorm_shape, self.weight, eps, offset),
-                        super(cls, self).forward, x, self.weight, row=True)
+                        super(cls, self).forward, x, self.weight)
 
         cls = type("Simdnorm" + base.__name__, (base,), {"forward": forward,
                                                          "__module__": __name__})
@@ -304,15 +299,12 @@ class ConvertReport:
         return "\n".join(lines)
 
 
-def _tensors_problem(m, row=False):
-    """`row`: LayerNorm and RMSNorm, whose parameters may also be bfloat16 or float16."""
+def _tensors_problem(m):
+    """Parameters and floating buffers must be float32, bfloat16 or float16 on the CPU."""
     tensors = list(m.parameters(recurse=False)) + [b for b in m.buffers(recurse=False)
                                                    if b.is_floating_point()]
-    if row:
-        if any(t.dtype not in _ROW_DTYPES for t in tensors):
-            return "parameters or buffers are not float32, bfloat16 or float16"
-    elif any(t.dtype != torch.float32 for t in tensors):
-        return "parameters or buffers are not float32"
+    if any(t.dtype not in _DTYPES for t in tensors):
+        return "parameters or buffers are not float32, bfloat16 or float16"
     if any(t.device.type != "cpu" for t in tensors):
         return "parameters or buffers are not on the CPU"
     return None
@@ -370,12 +362,12 @@ def convert(model, rms_norm_classes=()):
             continue
         if cls in _CONVERSIONS:
             target = _CONVERSIONS[cls]
-            why = _tensors_problem(m, row=cls is nn.LayerNorm)
+            why = _tensors_problem(m)
             if why is None and isinstance(m, _InstanceNorm) and m.track_running_stats:
                 why = "InstanceNorm with track_running_stats=True"
         elif cls in rms_offsets:
             target = _rms_subclass(cls)
-            why = _tensors_problem(m, row=True) or _rms_problem(m, rms_offsets[cls])
+            why = _tensors_problem(m) or _rms_problem(m, rms_offsets[cls])
         elif isinstance(m, _NORM_BASES):
             why = "subclass of a torch.nn norm class (its own forward)"
         else:

@@ -185,6 +185,34 @@ def test_gpt_decoder_bf16():
     assert rel_diff(got.float(), want32) <= 1.25 * rel_diff(want.float(), want32)
 
 
+def test_resnet50_bf16():
+    """ResNet-50 in bfloat16, eval and one training-mode forward: its 53 BatchNorms run simdnorm
+    (no fallback, running statistics updated in bfloat16) and the logits stay as close to the
+    float32 model's as PyTorch's own bfloat16 run does (the measure of test_gpt_decoder_bf16)."""
+    model = torchvision.models.resnet50(weights=None).eval()
+    ref32 = copy.deepcopy(model)
+    model = model.to(torch.bfloat16)
+    conv = copy.deepcopy(model)
+    report = simdnorm_torch.convert(conv)
+    assert report.num_converted == 53 and not report.skipped
+    x = torch.randn(IMAGE)
+    before = simdnorm_torch.fallback_counts()
+    with torch.inference_mode():
+        want32, want, got = ref32(x), model(x.bfloat16()), conv(x.bfloat16())
+    assert simdnorm_torch.fallback_counts() == before, "converted modules fell back to torch"
+    assert got.dtype == want.dtype == torch.bfloat16
+    assert rel_diff(got.float(), want32) <= 1.25 * rel_diff(want.float(), want32)
+    for m in (ref32, model, conv):
+        m.train()
+    with torch.no_grad():
+        want32, want, got = ref32(x), model(x.bfloat16()), conv(x.bfloat16())
+    assert simdnorm_torch.fallback_counts() == before
+    assert rel_diff(got.float(), want32) <= 1.25 * rel_diff(want.float(), want32)
+    rm = dict(conv.named_buffers())["bn1.running_mean"]
+    assert rm.dtype == torch.bfloat16
+    assert rel_diff(rm.float(), dict(ref32.named_buffers())["bn1.running_mean"]) <= 2.0 ** -7
+
+
 class GemmaRMSNorm(nn.Module):
     """Gemma's RMSNorm: float32 statistics, scale 1 + weight (weights stored around 0)."""
 

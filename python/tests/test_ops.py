@@ -208,8 +208,8 @@ def test_errors_name_the_problem():
     x = torch.randn(2, 4, 8)
     with pytest.raises(RuntimeError, match="float32"):
         ops.layer_norm(x.double(), [8], None, None, 1e-5)
-    with pytest.raises(RuntimeError, match="float32"):
-        ops.batch_norm(x.half(), None, None, None, None, None, True, 0.1, False, 1e-5)
+    with pytest.raises(RuntimeError, match="float32, bfloat16 or float16, got Double"):
+        ops.batch_norm(x.double(), None, None, None, None, None, True, 0.1, False, 1e-5)
     with pytest.raises(RuntimeError, match="unsupported_layout"):
         ops.layer_norm(x.transpose(1, 2), [4], None, None, 1e-5)
     with pytest.raises(RuntimeError, match="weight has 7 elements, expected 8"):
@@ -511,6 +511,55 @@ def ln_reference(x, ns, w, b, eps):
                         None if b is None else b.double(), eps)
 
 
+# The channel ops on bfloat16 and float16: the float64 reference of the same (exactly converted)
+# input and parameters, within the float32 bound plus y's rounding (half_bound). Parameters and
+# running statistics float32 or of the input's dtype; updated running statistics of the input's
+# dtype are the float32 update rounded once.
+def _params(c, dtype, kind):
+    w, b = torch.randn(c), torch.randn(c)
+    rm, rv = torch.randn(c), torch.rand(c) + 0.1
+    return [t if kind == "f32" else t.to(dtype) for t in (w, b, rm, rv)]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("shape", [(2, 3, 5, 5), (4, 16, 8, 8), (8, 5)])
+@pytest.mark.parametrize("kind", ["f32", "same"])
+def test_batch_norm_half(dtype, shape, kind):
+    c = shape[1]
+    x = (torch.randn(shape) * 2 + 1).to(dtype)
+    w, b, rm, rv = _params(c, dtype, kind)
+    want = F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), False, 0.1,
+                        1e-5)
+    for name, xl in layouts(x).items():
+        got = ops.batch_norm(xl, w, b, rm, rv, None, False, 0.1, False, 1e-5)
+        assert_half_close(got, want, dtype)
+    # training: batch statistics, and the running statistics updated in their own dtype
+    m, v, n = rm.clone(), rv.clone(), torch.tensor(0)
+    ref_m, ref_v = rm.double(), rv.double()
+    want = F.batch_norm(x.double(), ref_m, ref_v, w.double(), b.double(), True, 0.1, 1e-5)
+    got = ops.batch_norm(x, w, b, m, v, n, True, 0.1, False, 1e-5)
+    assert_half_close(got, want, dtype)
+    assert m.dtype == rm.dtype and v.dtype == rv.dtype and n.item() == 1
+    u = HALF_U[dtype] if kind == "same" else 2.0 ** -24  # the statistics' own rounding
+    for got_s, ref_s in ((m, ref_m), (v, ref_v)):
+        bound = u * ref_s.abs() + RTOL * max(ref_s.abs().max().item(), 1.0)
+        assert ((got_s.double() - ref_s).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5), 3), ((2, 32, 8, 8), 8), ((1, 8, 4, 4, 4), 2)])
+@pytest.mark.parametrize("kind", ["f32", "same"])
+def test_group_and_instance_norm_half(dtype, shape, groups, kind):
+    c = shape[1]
+    x = (torch.randn(shape) * 3 - 1).to(dtype)
+    w, b, _, _ = _params(c, dtype, kind)
+    want_gn = F.group_norm(x.double(), groups, w.double(), b.double(), 1e-5)
+    want_in = F.instance_norm(x.double(), weight=w.double(), bias=b.double(), eps=1e-5)
+    for xl in layouts(x).values():
+        assert_half_close(ops.group_norm(xl, groups, w, b, 1e-5), want_gn, dtype)
+        assert_half_close(ops.instance_norm(xl, w, b, 1e-5), want_in, dtype)
+
+
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape,norm_ndim", [((3, 7), 1), ((2, 5, 64), 1), ((2, 3, 8, 8), 2),
                                              ((4, 1000), 1), ((1, 4096), 1)])
@@ -673,13 +722,15 @@ def test_half_errors_name_the_problem():
         ops.layer_norm(x, [8], torch.ones(8).bfloat16(), None, 1e-5)  # float32 as before
     with pytest.raises(RuntimeError, match="bias has 7 elements"):
         ops.layer_norm(xb, [8], None, torch.ones(7).bfloat16(), 1e-5)
-    for half in (xb, x.half()):  # the channel ops take float32 only
-        with pytest.raises(RuntimeError, match="input must be float32"):
-            ops.group_norm(half, 2, None, None, 1e-5)
-        with pytest.raises(RuntimeError, match="input must be float32"):
-            ops.instance_norm(half, None, None, 1e-5)
-        with pytest.raises(RuntimeError, match="input must be float32"):
-            ops.batch_norm(half, None, None, None, None, None, True, 0.1, False, 1e-5)
+    for half in (xb, x.half()):  # channel ops: parameters float32 or of the input's dtype
+        other = torch.ones(4, dtype=torch.float16 if half.dtype == torch.bfloat16 else
+                           torch.bfloat16)
+        with pytest.raises(RuntimeError, match="weight must be a float32 CPU tensor or one of"):
+            ops.group_norm(half, 2, other, None, 1e-5)
+        with pytest.raises(RuntimeError, match="bias must be a float32 CPU tensor or one of"):
+            ops.instance_norm(half, None, other, 1e-5)
+        with pytest.raises(RuntimeError, match="running_mean must be a float32 CPU tensor or"):
+            ops.batch_norm(half, None, None, other, other, None, True, 0.1, False, 1e-5)
     w = torch.ones(8)
     with pytest.raises(RuntimeError, match="residual must be a CPU tensor of the input's dtype"):
         ops.fused_add_rms_norm(xb, x.clone(), w, 1e-6)
