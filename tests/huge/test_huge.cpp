@@ -136,7 +136,7 @@ void batch_norm_huge_channel(simdnorm::channel_layout layout) {
   REQUIRE(plan::batch_norm(d, d, prm, &p).ok());
   REQUIRE(p.row_length() == std::size_t(m));
   std::vector<float> mean(2, kSentinel), rstd(2, kSentinel), rmean(2, 0.f), rvar(2, 1.f);
-  simdnorm::norm_args a;
+  simdnorm::batch_norm_args a;
   a.x = x.data();
   a.y = y.data();
   a.mean = mean.data();
