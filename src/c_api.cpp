@@ -207,6 +207,7 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   q->eps = p->eps;
   q->weight_offset = p->weight_offset;
   q->modulation_tokens = p->modulation_tokens;
+  q->gate_before_norm = p->gate_before_norm != 0;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
   convert_quant(p->quant, &q->quant);
@@ -478,7 +479,8 @@ simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
           d.weight_offset,
           simdnorm_stats_stage(d.stage),
           c_quant(d.quant),
-          d.modulation_tokens};
+          d.modulation_tokens,
+          int32_t(d.gate_before_norm)};
 }
 
 simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {

@@ -143,6 +143,18 @@ struct add_rows_job {
 };
 using add_rows_fn = void (*)(const add_rows_job& job);
 
+/// h = x * silu(z) over `rows` rows of `cols` elements (Mamba-2's gate before the norm,
+/// row/gate_rows-inl.hpp): x and z of the kernel's x type at + k * x_stride, h of its h type at
+/// h + k * h_stride; in f32, rounded once. h may be x or z (same layout).
+struct gate_rows_job {
+  const void* x = nullptr;
+  const void* z = nullptr;
+  void* h = nullptr;
+  std::ptrdiff_t x_stride = 0, h_stride = 0;
+  std::size_t rows = 0, cols = 0;
+};
+using gate_rows_fn = void (*)(const gate_rows_job& job);
+
 /// y[0, n) = x[0, n) converted between the kernel's element types (simdnorm::convert).
 using convert_fn = void (*)(const void* x, void* y, std::size_t n);
 
@@ -198,6 +210,7 @@ struct kernel_table {
   row_op_kernels l1_norm, l2_norm;  // Lp normalization, p = 1 and 2
   dtype_pairs<convert_fn> convert;
   std::array<add_rows_fn, kDtypes> add_rows;  // [x dtype]
+  dtype_pairs<gate_rows_fn> gate_rows;        // [x dtype][h dtype]
   // The channel ops (src/channel/): x and y f32, bf16 or f16; null for the other types.
   std::array<segment_moments_fn, kDtypes> segment_moments;  // [x dtype]
   std::array<column_moments_fn, kDtypes> column_moments;    // [x dtype]

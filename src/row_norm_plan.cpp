@@ -61,7 +61,11 @@ struct row_norm_plan final : plan_impl {
   float weight_offset = 0.f;  // nonzero: the gamma_offset phase writes gamma + weight_offset
   // adaLN modulation: rows per batch (0: none), batches, floats per folded row (64-byte steps)
   std::size_t mod_tokens = 0, mod_batches = 0, mod_row_floats = 0;
-  quant_params quant;        // 8-bit y and the amax output
+  quant_params quant;  // 8-bit y and the amax output
+  // Mamba-2's gate before the norm: each task first stores h = x * silu(gate) into y
+  // (gate_kernel), and the op's kernels then normalize y in place, as y's type.
+  bool gate_before = false;
+  gate_rows_fn gate_kernel = nullptr;
   std::size_t y_scales = 0;  // per row: 8-bit y with dynamic scales (else 0)
   row_phase phases[3] = {};
   std::size_t phase_count = 0;
@@ -159,6 +163,14 @@ struct row_norm_plan final : plan_impl {
                            "args.gamma is null: %s with weight_offset=%g scales by gamma + offset",
                            op_name(op->id), double(weight_offset));
     if (const status s = check_modulation(a); !s) return s;
+    if (gate_before && a.gate == nullptr)
+      return status::error(status_code::invalid_argument,
+                           "args.gate is null: a plan with gate_before_norm normalizes "
+                           "x * silu(gate)");
+    if (gate_before && (a.residual != nullptr || a.residual_out != nullptr))
+      return status::error(status_code::invalid_argument,
+                           "args.residual: gate_before_norm does not combine with the residual "
+                           "add");
     if (stage == stats_stage::apply) {
       if (a.residual != nullptr || a.residual_out != nullptr)
         return status::error(status_code::invalid_argument,
@@ -341,9 +353,13 @@ struct row_norm_plan final : plan_impl {
     b.x_stride = outer_x_stride[n_outer - 1];
     if (a.y != nullptr)
       b.y = static_cast<char*>(a.y) + (yo + std::int64_t(c0)) * std::int64_t(y_elem);
-    if (a.gate != nullptr)
-      b.gate = static_cast<const char*>(a.gate) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
     b.y_stride = outer_y_stride[n_outer - 1];
+    if (gate_before) {  // the kernels read h = x * silu(gate), stored in y by gate_into_y
+      b.x = b.y;
+      b.x_stride = b.y_stride;
+    } else if (a.gate != nullptr) {
+      b.gate = static_cast<const char*>(a.gate) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
+    }
     b.rows = count;
     return b;
   }
@@ -364,6 +380,24 @@ struct row_norm_plan final : plan_impl {
     add.rows = count;
     add.cols = n;
     add_kernel(add);
+  }
+
+  /// Mamba-2's gate before the norm: h = x * silu(gate) into y, over columns [c0, c0 + n) of
+  /// `count` rows from row r on.
+  void gate_into_y(const call_args& a, std::size_t r, std::size_t count, std::size_t c0,
+                   std::size_t n) const noexcept {
+    if (!gate_before) return;
+    std::int64_t xo, yo;
+    locate(r, xo, yo);
+    gate_rows_job job;
+    job.x = static_cast<const char*>(a.x) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
+    job.z = static_cast<const char*>(a.gate) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
+    job.h = static_cast<char*>(a.y) + (yo + std::int64_t(c0)) * std::int64_t(y_elem);
+    job.x_stride = outer_x_stride[n_outer - 1];
+    job.h_stride = outer_y_stride[n_outer - 1];
+    job.rows = count;
+    job.cols = n;
+    gate_kernel(job);
   }
 
   /// Calls f(r, count) for the runs of equal strides that cover the rows of tasks
@@ -396,7 +430,8 @@ struct row_norm_plan final : plan_impl {
     c.beta = a.beta;
     auto* piece_stats =
         reinterpret_cast<moments_f64*>(static_cast<char*>(a.workspace) + pieces_offset);
-    const std::size_t xt = std::size_t(x_type), yt = std::size_t(y_type);
+    // With the gate before the norm the kernels read h from y, in y's type.
+    const std::size_t yt = std::size_t(y_type), xt = gate_before ? yt : std::size_t(x_type);
     switch (phases[phase]) {
       case row_phase::gamma_offset: {  // gamma_eff, rounded once in f32, shared by the tasks
         float* gamma_eff = static_cast<float*>(a.workspace);
@@ -409,6 +444,7 @@ struct row_norm_plan final : plan_impl {
       case row_phase::rows:
         return for_each_run(begin, end, [&](std::size_t r, std::size_t count) {
           add_residual(a, r, count, 0, cols);  // h in cache for the norm: one task's rows
+          gate_into_y(a, r, count, 0, cols);
           row_block b = block_at(a, r, count, 0);
           b.mean = a.mean ? a.mean + r : nullptr;
           b.rstd = a.rstd ? a.rstd + r : nullptr;
@@ -454,6 +490,7 @@ struct row_norm_plan final : plan_impl {
           const std::size_t r = task / pieces, c0 = task % pieces * kPieceElements;
           const std::size_t n = std::min(kPieceElements, cols - c0);
           add_residual(a, r, 1, c0, n);
+          gate_into_y(a, r, 1, c0, n);
           row_moments_job job;
           job.x = block_at(a, r, 1, c0).x;
           job.rows = 1;
@@ -560,7 +597,8 @@ status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y,
 status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
                      float weight_offset, stats_stage stage, plan* out,
-                     const quant_params& quant = {}, std::int64_t modulation_tokens = 0) noexcept {
+                     const quant_params& quant = {}, std::int64_t modulation_tokens = 0,
+                     bool gate_before_norm = false) noexcept {
   const char* opname = op_name(op.id);
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
@@ -624,6 +662,23 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
                          "the rows (%lld)",
                          opname, static_cast<long long>(modulation_tokens),
                          static_cast<long long>(rows));
+  if (gate_before_norm &&
+      (stage != stats_stage::full || dtype_size(y.type) == 1 || modulation_tokens != 0))
+    return status::error(status_code::invalid_argument,
+                         "%s: gate_before_norm stores x * silu(gate) in y between the statistics "
+                         "and the normalize: it needs stats_stage::full, a float y and no adaLN "
+                         "modulation",
+                         opname);
+  if (gate_before_norm) {
+    p->gate_before = true;
+    p->gate_kernel = kt->gate_rows[std::size_t(x.type)][std::size_t(y.type)];
+    if (p->gate_kernel == nullptr ||
+        p->kernels_of_op->rows[std::size_t(y.type)][std::size_t(y.type)] == nullptr)
+      return status::error(status_code::unsupported_dtype,
+                           "%s: gate_before_norm with x %s, y %s: this build has f32 row kernels "
+                           "only (SIMDNORM_ALL_DTYPES=OFF)",
+                           opname, dtype_name(x.type), dtype_name(y.type));
+  }
   if (modulation_tokens > 0 && stage == stats_stage::moments)
     return status::error(status_code::invalid_argument,
                          "%s: modulation_tokens: a stats_stage::moments plan writes no y to "
@@ -679,7 +734,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.quant_zero_point = float(quant.zero_point);
   // Streaming stores write whole vectors of floats: f32 outputs only.
   const std::size_t elements = std::size_t(rows) * std::size_t(cols);
-  p->cfg.stream = y.type == dtype::f32 &&
+  p->cfg.stream = y.type == dtype::f32 && !gate_before_norm &&  // y is read back there
                   use_streaming_stores(stores, elements * p->x_elem, elements * p->y_elem);
   // Tasks of about kTaskElements, in whole kernel tiles: the kernel takes short rows one vector
   // of rows at a time and long rows kRowGroup at a time (tuning.hpp).
@@ -715,7 +770,7 @@ status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm
                       plan* out) noexcept {
   return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
                                params.stores, params.weight_offset, params.stage, out, params.quant,
-                               params.modulation_tokens);
+                               params.modulation_tokens, params.gate_before_norm);
 }
 
 status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,

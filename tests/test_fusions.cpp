@@ -101,6 +101,61 @@ void check_gated(const gated_case& c, std::uint32_t seed, simdnorm::isa active,
   for (typed* buf : {&x, &r, &z, &y}) CHECK(buf->raw.guards_intact());
 }
 
+/// Mamba-2's gate before the norm: y = rms_norm(x * silu(gate)) * gamma, x and gate of type
+/// xt, y of type yt (in place over x or the gate when the types agree).
+void check_gate_before(dtype xt, dtype yt, std::size_t rows, std::size_t cols, int in_place,
+                       std::uint32_t seed, simdnorm::isa active) {
+  CAPTURE(std::string(simdnorm::dtype_name(xt)));
+  CAPTURE(std::string(simdnorm::dtype_name(yt)));
+  CAPTURE(cols);
+  CAPTURE(in_place);
+  const std::size_t n = rows * cols;
+  std::vector<float> xv(n), zv(n), g(cols);
+  test::fill_normal(xv.data(), n, seed, 0.0, 1.0);
+  test::fill_normal(zv.data(), n, seed + 1, 0.5, 2.0);
+  test::fill_normal(g.data(), cols, seed + 2, 1.0, 0.5);
+  typed x(xt, n), z(xt, n), y(yt, n);
+  x.set(xv);
+  z.set(zv);
+  const std::vector<float> x0 = x.get(n), z0 = z.get(n);
+  const tensor_desc xd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, xt);
+  const tensor_desc yd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, yt);
+  simdnorm::rms_norm_params p{1, 1e-6f};
+  p.gate_before_norm = true;
+  simdnorm::plan plan;
+  REQUIRE(simdnorm::plan::rms_norm(xd, yd, p, &plan).ok());
+  REQUIRE(plan.kernel_isa() == active);
+  simdnorm::rms_norm_args a;
+  a.x = x.data();
+  a.gate = z.data();
+  a.gamma = g.data();
+  a.y = in_place == 1 ? x.data() : in_place == 2 ? z.data() : y.data();
+  test::execute_checked(plan, a);
+  const std::vector<float> got = in_place == 1 ? x.get(n) : in_place == 2 ? z.get(n) : y.get(n);
+  // Bound: the kernel stores h = x * silu(z) in y's type: silu (exp, 1 + e, the division) and
+  // the product cost up to 8 u per element in f32, then y's rounding uo. Each element's h
+  // error moves y by as much relatively, and the rms by at most the largest: 2 (8 u + uo).
+  // Then RMSNorm's bound (test_residual.cpp) and y's own rounding.
+  const double uo = test::unit_roundoff(yt);
+  const double depth = ref::accumulation_depth(cols, test::lanes(active));
+  test::failures bad;
+  std::vector<double> h(cols), want(cols);
+  for (std::size_t k = 0; k < rows; ++k) {
+    for (std::size_t i = 0; i < cols; ++i) h[i] = double(x0[k * cols + i]) * silu(z0[k * cols + i]);
+    double q = 0;
+    for (std::size_t i = 0; i < cols; ++i) q += h[i] * h[i];
+    const double rs = 1 / std::sqrt(q / double(cols) + 1e-6);
+    for (std::size_t i = 0; i < cols; ++i) {
+      const double w = h[i] * rs * g[i];
+      const double tol =
+          ((depth / 2 + 4) * ref::u32 + 2 * (8 * ref::u32 + uo) + uo) * std::fabs(w) + 1e-7;
+      expect_close(bad, got[k * cols + i], w, tol, k, i);
+    }
+  }
+  CHECK_MESSAGE(bad.none(), bad.report());
+  for (typed* buf : {&x, &z, &y}) CHECK(buf->raw.guards_intact());
+}
+
 }  // namespace
 
 TEST_CASE("gated rms_norm: y = rms_norm(x) * gamma * silu(gate), every ISA") {
@@ -268,4 +323,51 @@ TEST_CASE("fusions: outputs are bitwise identical for any executor and thread co
     CHECK(test::bitwise_equal(o.amax.data(), serial.amax.data(), o.amax.size()));
     CHECK(o.codes == serial.codes);
   }
+}
+
+TEST_CASE("gated rms_norm: the gate before the norm (Mamba-2), every ISA and type") {
+  test::for_each_isa([](simdnorm::isa i) {
+    std::uint32_t seed = 300;
+    const std::vector<dtype> types = test::all_dtypes
+                                         ? std::vector<dtype>{dtype::f32, dtype::bf16, dtype::f16}
+                                         : std::vector<dtype>{dtype::f32};
+    for (dtype xt : types)
+      for (dtype yt : types)
+        for (std::size_t cols : {1, 7, 16, 33, 256, 1000, 20000})
+          for (int in_place : {0, 1, 2}) {
+            if (in_place != 0 && xt != yt) continue;
+            const std::size_t rows = cols >= 20000 ? 8 : 5;  // 8 x 20000: split into pieces
+            check_gate_before(xt, yt, rows, cols, in_place, seed += 3, i);
+          }
+  });
+}
+
+TEST_CASE("gated rms_norm: the gate before the norm refuses what it cannot do") {
+  std::vector<float> x(64, 1.f), z(64, 1.f), y(64, 7.f), r(64, 2.f), s(8);
+  const tensor_desc d = tensor_desc::contiguous({8, 8});
+  tensor_desc q = d;
+  q.type = dtype::i8;
+  simdnorm::rms_norm_params p;
+  p.gate_before_norm = true;
+  simdnorm::rms_norm_args a;
+  a.x = x.data(), a.y = y.data();
+  const auto fails = [](const simdnorm::status& st, const char* word) {
+    CHECK(st.code() == simdnorm::status_code::invalid_argument);
+    CHECK_MESSAGE(std::string(st.message()).find(word) != std::string::npos, st.message());
+  };
+  fails(simdnorm::rms_norm(d, d, p, a), "args.gate is null");
+  a.gate = z.data();
+  a.residual = a.residual_out = r.data();
+  fails(simdnorm::rms_norm(d, d, p, a), "does not combine with the residual add");
+  a.residual = a.residual_out = nullptr;
+  simdnorm::plan plan;
+  p.stage = simdnorm::stats_stage::moments;
+  fails(simdnorm::plan::rms_norm(d, d, p, &plan), "stats_stage::full");
+  p.stage = simdnorm::stats_stage::full;
+  p.modulation_tokens = 2;
+  fails(simdnorm::plan::rms_norm(d, d, p, &plan), "adaLN");
+  p.modulation_tokens = 0;
+  fails(simdnorm::plan::rms_norm(d, q, p, &plan), "a float y");
+  for (float v : y) CHECK(v == 7.f);
+  CHECK(r == std::vector<float>(64, 2.f));
 }

@@ -164,6 +164,12 @@ struct rms_norm_params {
   /// T), given per call in norm_args::modulation_scale / _shift / _stride. 0: no modulation.
   /// Must divide the number of rows; not with stats_stage::moments (docs/fusions.md).
   std::int64_t modulation_tokens = 0;
+  /// Gated RMSNorm with the gate before the norm (Mamba-2's norm_before_gate=False, its
+  /// default): y = rms_norm(x * silu(gate)) * gamma. Each task stores h = x * silu(gate), in f32
+  /// and rounded once into y's type, in y and normalizes it there, so y must be f32, bf16 or
+  /// f16 (with y f32 h is Mamba's f32 product). Needs rms_norm_args::gate; stats_stage::full
+  /// only; not with the residual add or adaLN modulation (docs/fusions.md).
+  bool gate_before_norm = false;
 };
 
 /// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,
@@ -351,7 +357,9 @@ struct modulation_operands {
 };
 
 /// Gated RMSNorm, y = rms_norm(x) * gamma * silu(gate) with silu(z) = z / (1 + exp(-z))
-/// (Qwen3-Next's RMSNormGated, Mamba-2's with norm_before_gate=True: norm, then gate).
+/// (Qwen3-Next's RMSNormGated, Mamba-2's with norm_before_gate=True: norm, then gate), or
+/// y = rms_norm(x * silu(gate)) * gamma with rms_norm_params::gate_before_norm (Mamba-2's
+/// default).
 struct gate_operand {
   /// Optional; x's shape, strides and type. With a residual add the norm is of h and the gate
   /// still multiplies after it. All in f32, y rounded once. y may be the gate (same layout);

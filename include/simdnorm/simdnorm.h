@@ -204,6 +204,7 @@ typedef struct simdnorm_rms_norm_params {
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
   simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
   int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
+  int32_t gate_before_norm;     /**< nonzero: y = rms_norm(x * silu(gate)) * gamma; default 0 */
 } simdnorm_rms_norm_params;
 
 /** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
