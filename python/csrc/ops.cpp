@@ -233,7 +233,7 @@ const float* vector_ptr(const optional<Tensor>& t, int64_t numel, const char* op
 // A weight, bias or running statistic: float32, or the input's dtype `x_type` (converted into a
 // float32 copy kept in *holder). `numel` entries, CPU, contiguous.
 const float* param_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel,
-                            const char* op, const char* name, Tensor* holder) {
+                       const char* op, const char* name, Tensor* holder) {
   if (!t.has_value() || !t->defined() || t->scalar_type() == at::kFloat || x_type == at::kFloat) {
     return vector_ptr(t, numel, op, name);
   }
@@ -365,7 +365,10 @@ Tensor run_plain(op_id id, const char* op, const Tensor& x, const Params& params
 // The key entries of a row op's parameters besides eps: every field a plan depends on.
 template <class Params>
 std::vector<int64_t> row_extras(const Params& p) {
+  int64_t gate_before = 0;
+  if constexpr (std::is_same_v<Params, simdnorm::rms_norm_params>) gate_before = p.gate_before_norm;
   return {p.normalized_ndim,
+          gate_before,
           key_of(p.weight_offset),
           static_cast<int64_t>(p.stage),
           static_cast<int64_t>(p.quant.scaling),
@@ -459,8 +462,8 @@ void fused_add_norm(op_id id, const char* op, const Tensor& x, const Tensor& res
   params.normalized_ndim = 1;
   params.eps = static_cast<float>(eps);
   Tensor residual_bias32;
-  const float* rb = param_ptr(residual_bias, x.scalar_type(), x.size(-1), op, "residual_bias",
-                                   &residual_bias32);
+  const float* rb =
+      param_ptr(residual_bias, x.scalar_type(), x.size(-1), op, "residual_bias", &residual_bias32);
   run_into(id, op, x, x, desc_of(x), params, row_extras(params), weight, bias, x.size(-1),
            [&](auto& a) {
              a.residual = residual.data_ptr();
@@ -484,7 +487,7 @@ void fused_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor&
 // Gated RMSNorm over the last dim (Qwen3-Next's RMSNormGated, norm before gate):
 // y = rms_norm(x) * (weight + weight_offset) * silu(gate), in float32, rounded once.
 Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const optional<Tensor>& weight,
-                      double eps, double weight_offset) {
+                      double eps, double weight_offset, bool norm_before_gate) {
   constexpr const char* op = "rms_norm_gated";
   check_last_dim_input(input, op);
   Tensor x = input, g = gate;
@@ -492,6 +495,7 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const optional<Te
   simdnorm::rms_norm_params params;
   params.eps = static_cast<float>(eps);
   params.weight_offset = static_cast<float>(weight_offset);
+  params.gate_before_norm = !norm_before_gate;  // Mamba-2's default: rms_norm(x * silu(gate))
   TORCH_CHECK(params.weight_offset == 0.f || (weight.has_value() && weight->defined()), "simdnorm.",
               op, ": weight_offset=", weight_offset,
               " needs a weight (the scale is weight + weight_offset)");
@@ -914,10 +918,10 @@ void fused_add_layer_norm_autograd(const Tensor& x, const Tensor& residual, cons
 }
 
 Tensor rms_norm_gated_autograd(const Tensor& x, const Tensor& gate, const optional<Tensor>& weight,
-                               double eps, double weight_offset) {
+                               double eps, double weight_offset, bool norm_before_gate) {
   check_no_grad("rms_norm_gated", x, gate, weight);
   at::AutoDispatchBelowADInplaceOrView guard;
-  return rms_norm_gated(x, gate, weight, eps, weight_offset);
+  return rms_norm_gated(x, gate, weight, eps, weight_offset, norm_before_gate);
 }
 
 // The quantized ops update the optional residual in place: `run` below the autograd keys,
@@ -1039,7 +1043,7 @@ TORCH_LIBRARY(simdnorm, m) {
       "float eps=1e-05, Tensor? residual_bias=None) -> ()");
   m.def(
       "rms_norm_gated(Tensor input, Tensor gate, Tensor? weight=None, float eps=1e-06, "
-      "float weight_offset=0.) -> Tensor");
+      "float weight_offset=0., bool norm_before_gate=True) -> Tensor");
   m.def(
       "rms_norm_quant(Tensor input, Tensor? weight=None, float eps=1e-06, str dtype='int8', "
       "int block=0, Tensor(a!)? residual=None, Tensor? residual_bias=None, Tensor? gate=None) "

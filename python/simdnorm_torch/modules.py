@@ -202,19 +202,21 @@ class RMSNorm(nn.Module):
 
 
 class RMSNormGated(nn.Module):
-    """Gated RMSNorm over the last dim, norm before gate (Qwen3-Next's ``RMSNormGated``,
-    Mamba-2's with ``norm_before_gate=True``): forward(x, gate=None) =
-    rms_norm(x) * weight * silu(gate), one float32 computation rounded once into x's dtype
+    """Gated RMSNorm over the last dim (Qwen3-Next's ``RMSNormGated``, Mamba-2's):
+    forward(x, gate=None) = rms_norm(x) * weight * silu(gate), one float32 computation rounded
+    once into x's dtype, or with ``norm_before_gate=False`` (Mamba-2's layers)
+    rms_norm(x * silu(gate)) * weight, the product rounded into x's dtype first
     (``torch.ops.simdnorm.rms_norm_gated``). Without a gate, RMSNorm. Parameter ``weight``
     (ones), attribute ``variance_epsilon`` as in the Hugging Face module, so its checkpoints
     load. The PyTorch fallback (autograd, other dtypes or devices, rows that are not dense) is
     Hugging Face's forward, which rounds norm(x) into x's dtype before the products (bfloat16
     and float16 results may differ from simdnorm's by an ulp or two)."""
 
-    def __init__(self, hidden_size, eps=1e-6, device=None, dtype=None):
+    def __init__(self, hidden_size, eps=1e-6, norm_before_gate=True, device=None, dtype=None):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size, device=device, dtype=dtype))
         self.variance_epsilon = eps
+        self.norm_before_gate = norm_before_gate
 
     def forward(self, x, gate=None):
         def slow(x):
@@ -228,12 +230,17 @@ class RMSNormGated(nn.Module):
                         lambda: _ops.rms_norm(x, [x.size(-1)], self.weight, eps),
                         slow, x, self.weight)
         return _run("rms_norm_gated",
-                    lambda: _ops.rms_norm_gated(x, gate, self.weight, eps),
+                    lambda: _ops.rms_norm_gated(x, gate, self.weight, eps, 0.0,
+                                                self.norm_before_gate),
                     slow, x, self.weight, gate)
 
     def _reference(self, x, gate):
         input_dtype = x.dtype
         h = x.to(torch.float32)
+        if gate is not None and not self.norm_before_gate:  # mamba_ssm's rms_norm_ref
+            h = h * torch.nn.functional.silu(gate.to(torch.float32))
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+            return (h * self.weight.to(torch.float32)).to(input_dtype)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
         h = self.weight * h.to(input_dtype)
         if gate is not None:
@@ -241,7 +248,8 @@ class RMSNormGated(nn.Module):
         return h.to(input_dtype)
 
     def extra_repr(self):
-        return f"{self.weight.shape[0]}, eps={self.variance_epsilon}"
+        return (f"{self.weight.shape[0]}, eps={self.variance_epsilon}, "
+                f"norm_before_gate={self.norm_before_gate}")
 
 
 _RMS_EPS_NAMES = ("eps", "variance_epsilon", "epsilon")

@@ -90,6 +90,36 @@ def test_rms_norm_gated(dtype, shape, wkind):
         assert (err <= tol * hf.double().abs() + bound_of(ref, dtype)).all()
 
 
+def mamba_rms_norm_ref(x, z, weight, eps):
+    """mamba_ssm's rms_norm_ref(norm_before_gate=False, upcast=True): gate, then norm, in
+    float32 without rounding the product."""
+    xf = x.float() * F.silu(z.float())
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return y.to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 128), (2, 4096)])
+def test_rms_norm_gated_before_norm(dtype, shape):
+    """Mamba-2's default (norm_before_gate=False): rms_norm(x * silu(z)) * weight. simdnorm
+    stores h = x * silu(z) rounded into the dtype and normalizes it, so against the float64
+    reference of the unrounded product it adds 2u to the bound (u: half an ulp of the dtype);
+    against Mamba's float32 reference (no rounding of h, y rounded once) it is that close too."""
+    x = torch.randn(shape).to(dtype)
+    z = (torch.randn(shape) * 2).to(dtype)
+    w = torch.randn(shape[-1]).to(dtype)
+    got = ops.rms_norm_gated(x, z, w, 1e-6, 0.0, False)
+    zd = z.double()
+    ref = rms64(x.double() * (zd * torch.sigmoid(zd)), w)
+    u = 0.0 if dtype == torch.float32 else HALF_U[dtype]
+    extra = 2 * u * ref.abs()
+    assert got.dtype == dtype
+    assert ((got.double() - ref).abs() <= bound_of(ref, dtype) + extra).all()
+    mamba = mamba_rms_norm_ref(x, z, w, 1e-6).double()
+    assert ((got.double() - mamba).abs() <= 2 * (bound_of(ref, dtype) + extra)).all()
+    assert not torch.equal(got, ops.rms_norm_gated(x, z, w, 1e-6))  # not norm, then gate
+
+
 def test_rms_norm_gated_layouts_and_offset():
     proj = torch.randn(6, 256)
     x, z = proj[:, :128], proj[:, 128:]  # both slices of one projection: padded rows
@@ -414,3 +444,19 @@ def test_split_statistics_errors():
         ops.layer_norm_apply(x, empty)
     with pytest.raises(RuntimeError, match="8-byte aligned"):
         ops.layer_norm_apply(x, torch.zeros(3 * 32 + 1, dtype=torch.uint8)[1:].view(3, 32))
+
+
+def test_rms_norm_gated_module_gate_before_norm():
+    """simdnorm_torch.RMSNormGated(norm_before_gate=False) runs simdnorm and matches its own
+    PyTorch fallback (mamba_ssm's reference) within the float32 bound."""
+    m = simdnorm_torch.RMSNormGated(64, eps=1e-5, norm_before_gate=False)
+    with torch.no_grad():
+        m.weight.normal_()
+    x, z = torch.randn(3, 64), torch.randn(3, 64) * 2
+    before = simdnorm_torch.fallback_counts()
+    with torch.no_grad():
+        got = m(x, z)
+    assert simdnorm_torch.fallback_counts() == before
+    want = m._reference(x, z).double()
+    assert ((got.double() - want).abs() <= bound_of(want, torch.float32)).all()
+    assert "norm_before_gate=False" in repr(m)
