@@ -92,7 +92,8 @@ SIMDNORM_EXPORT status merge_moments(const moments* parts, std::size_t num_parts
 enum class quant_scaling : int {
   /// Symmetric, one scale per row or per block of `quant_params::block` elements:
   /// scale = amax / qmax (qmax = 127 for i8, 448 for f8e4m3fn; amax = max |y| over the row or
-  /// block), written to norm_args::y_scale; q in [-127, 127] (i8). amax = 0 gives scale 0 and
+  /// block), written to quantized_outputs::y_scale; q in [-127, 127] (i8). amax = 0 gives scale 0
+  /// and
   /// code 0 throughout; an amax that is not finite (a NaN or Inf in y) gives scale NaN or +Inf
   /// and the NaN code throughout (i8: 0, f8e4m3fn: 0x7f). (vLLM's dynamic per-token int8 and
   /// fp8 quantization; ggml's q8_0 with block = 32.)
@@ -114,7 +115,7 @@ struct quant_params {
   float scale = 1.f;   ///< per_tensor: finite and > 0
   int zero_point = 0;  ///< per_tensor: in [-128, 127] for i8; 0 for f8e4m3fn
   /// Writes max |y| of each row (of y in f32, before its rounding into y's type; rounding is
-  /// monotonic, so rounded it is the amax of y as stored) to norm_args::amax, whatever y's
+  /// monotonic, so rounded it is the amax of y as stored) to quantized_outputs::amax, whatever y's
   /// type: the "current scaling" input of a downstream fp8 quantizer. NaN in y gives NaN.
   bool row_amax = false;
 };
@@ -143,7 +144,7 @@ struct layer_norm_params {
   quant_params quant;                     ///< 8-bit y and the amax output: see quant_params
   /// adaLN modulation (DiT): y = norm(x) [* gamma + beta] * (1 + scale) + shift, with one
   /// scale and one shift row per batch of `modulation_tokens` consecutive rows (x [B, T, D]:
-  /// T), given per call in norm_args::modulation_scale / _shift / _stride. 0: no modulation.
+  /// T), given per call in the args' modulation_operands. 0: no modulation.
   /// Must divide the number of rows; not with stats_stage::moments (docs/fusions.md).
   std::int64_t modulation_tokens = 0;
 };
@@ -161,7 +162,7 @@ struct rms_norm_params {
   quant_params quant;                     ///< 8-bit y and the amax output: see quant_params
   /// adaLN modulation (DiT): y = norm(x) [* gamma + beta] * (1 + scale) + shift, with one
   /// scale and one shift row per batch of `modulation_tokens` consecutive rows (x [B, T, D]:
-  /// T), given per call in norm_args::modulation_scale / _shift / _stride. 0: no modulation.
+  /// T), given per call in the args' modulation_operands. 0: no modulation.
   /// Must divide the number of rows; not with stats_stage::moments (docs/fusions.md).
   std::int64_t modulation_tokens = 0;
   /// Gated RMSNorm with the gate before the norm (Mamba-2's norm_before_gate=False, its
@@ -216,7 +217,7 @@ enum class momentum_convention : int { pytorch = 0, onnx = 1 };
 ///
 /// Training (`training` true): mean and var are the batch statistics of this call (biased
 /// variance, over N and every spatial position); gamma, beta, the running statistics, the batch
-/// counter and the saved mean / inverse std go in norm_args per call (see norm_args).
+/// counter and the saved mean / inverse std go in batch_norm_args per call.
 struct batch_norm_params {
   channel_layout layout = channel_layout::nchw;
   float eps = 1e-5f;       ///< finite and >= 0
@@ -234,7 +235,7 @@ struct batch_norm_params {
   float momentum = 0.1f;
   momentum_convention convention = momentum_convention::pytorch;
   /// PyTorch momentum=None: a cumulative average, running = running + (batch - running) / k
-  /// with k = *norm_args::num_batches_tracked + 1 (the counter is then incremented).
+  /// with k = *batch_norm_args::num_batches_tracked + 1 (the counter is then incremented).
   bool cumulative = false;
   /// Training only: split statistics (SyncBatchNorm; see stats_stage). One record per
   /// channel. `apply` writes mean, rstd and the running statistics from the merged records

@@ -169,7 +169,7 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_merge_moments(const simdnorm_moments* p
 
 /** How LayerNorm and RMSNorm scale y into an 8-bit y (see simdnorm::quant_scaling). */
 typedef enum simdnorm_quant_scaling {
-  SIMDNORM_QUANT_DYNAMIC = 0,    /**< scale = amax / qmax per row or block, into args.y_scale */
+  SIMDNORM_QUANT_DYNAMIC = 0, /**< scale = amax / qmax per row or block, into args.quant.y_scale */
   SIMDNORM_QUANT_PER_TENSOR = 1, /**< static scale and zero point */
   SIMDNORM_QUANT_MAX_ENUM = 0x7FFFFFFF
 } simdnorm_quant_scaling;
@@ -180,7 +180,7 @@ typedef struct simdnorm_quant_params {
   int32_t block;                  /**< dynamic: elements per scale, 0 = per row; default 0 */
   float scale;                    /**< per tensor: finite, > 0; default 1 */
   int32_t zero_point;             /**< per tensor, i8: in [-128, 127]; default 0 */
-  int32_t row_amax;               /**< nonzero: max |y| per row into args.amax; default 0 */
+  int32_t row_amax;               /**< nonzero: max |y| per row into args.quant.amax; default 0 */
 } simdnorm_quant_params;
 
 /** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
