@@ -111,6 +111,9 @@ void check_row_entry(simdnorm::isa active, row_kind kind, std::size_t rows, std:
             std::fabs(yr[i] - want[i]) <= ref::layer_norm_bound(depth, z, s, g[i], b[i], want[i]),
             [&] { return "row " + std::to_string(r) + " col " + std::to_string(i); });
       }
+      bad.expect(std::fabs(mean[r] - st.mean) <=
+                     depth * ref::u32 * s * sigma + ref::u32 * std::fabs(st.mean),
+                 [&] { return "mean of row " + std::to_string(r); });
       bad.expect(std::fabs(rstd[r] - 1 / sigma) <= depth * ref::u32 * (1 + s) * (1 + s) / sigma,
                  [&] { return "rstd of row " + std::to_string(r); });
     } else {
