@@ -53,7 +53,8 @@ void bench_row_op(benchmark::State& state, row_op op, simdnorm::dtype type, simd
   const bool layer_norm = op == row_op::layer_norm || op == row_op::layer_norm_single_mean;
   a.gamma = op == row_op::l2_norm ? nullptr : g;
   a.beta = layer_norm ? b : nullptr;
-  const std::size_t bytes = rows * cols * elem;  // of x, and of y
+  const std::size_t bytes = rows * cols * elem;    // of x, and of y
+  if (!bench::check(state, p.execute(a))) return;  // once, untimed: an error is never timed
   bench::measure(state, threads, 2 * bytes, x, y, bytes / sizeof(float),
                  [&] { (void)p.execute(a); });
   state.counters["rows"] = double(rows);
