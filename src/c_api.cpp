@@ -28,6 +28,11 @@ static_assert(int(SIMDNORM_NHWC) == int(simdnorm::channel_layout::nhwc), "layout
 static_assert(int(SIMDNORM_MOMENTUM_ONNX) == int(simdnorm::momentum_convention::onnx), "momentum");
 static_assert(int(SIMDNORM_STAGE_APPLY) == int(simdnorm::stats_stage::apply), "stages");
 static_assert(int(SIMDNORM_QUANT_PER_TENSOR) == int(simdnorm::quant_scaling::per_tensor), "quant");
+static_assert(int(SIMDNORM_QUANT_DYNAMIC_ASYMMETRIC) ==
+                  int(simdnorm::quant_scaling::dynamic_asymmetric),
+              "quant");
+static_assert(int(SIMDNORM_QUANT_PER_CHANNEL) == int(simdnorm::quant_scaling::per_channel),
+              "quant");
 static_assert(int(SIMDNORM_MOMENTS_MAGNITUDES) == int(simdnorm::moments_kind::magnitudes), "kinds");
 // simdnorm_moments and simdnorm::moments are the same record: arrays of one are the other's.
 static_assert(sizeof(simdnorm_moments) == sizeof(simdnorm::moments) &&
@@ -117,6 +122,7 @@ void to_cpp(const simdnorm_residual_operands& a, simdnorm::residual_operands* n)
 }
 void to_cpp(const simdnorm_quantized_outputs& a, simdnorm::quantized_outputs* n) noexcept {
   n->y_scale = a.y_scale;
+  n->y_zero_point = a.y_zero_point;
   n->amax = a.amax;
 }
 void to_cpp(const simdnorm_modulation_operands& a, simdnorm::modulation_operands* n) noexcept {
@@ -174,17 +180,29 @@ void convert_quant(const simdnorm_quant_params& p, simdnorm::quant_params* q) no
   q->scale = p.scale;
   q->zero_point = p.zero_point;
   q->row_amax = p.row_amax != 0;
+  q->channel_scales = p.channel_scales;
+  q->channel_zero_points = p.channel_zero_points;
 }
 
 simdnorm_quant_params c_quant(const simdnorm::quant_params& q) noexcept {
-  return {simdnorm_quant_scaling(q.scaling), q.block, q.scale, q.zero_point, q.row_amax ? 1 : 0};
+  return {simdnorm_quant_scaling(q.scaling),
+          q.block,
+          q.scale,
+          q.zero_point,
+          q.row_amax ? 1 : 0,
+          q.channel_scales,
+          q.channel_zero_points};
+}
+
+status check_quant_enum(const simdnorm_quant_params& q) noexcept {
+  return check_enum(raw(q.scaling), SIMDNORM_QUANT_PER_CHANNEL, "quant.scaling");
 }
 
 // The row ops' store policy and stage, and the quantized-output scaling.
 template <class CParams>
 status check_row_enums(const CParams* p) noexcept {
   const status s = check_stores_and_stage(p);
-  return s ? check_enum(raw(p->quant.scaling), SIMDNORM_QUANT_PER_TENSOR, "quant.scaling") : s;
+  return s ? check_quant_enum(p->quant) : s;
 }
 
 // Converters from the C parameter structs; a null pointer means the C++ defaults.
@@ -239,8 +257,10 @@ status convert(const simdnorm_batch_norm_params* p, simdnorm::batch_norm_params*
   q->convention = simdnorm::momentum_convention(raw(p->convention));
   q->cumulative = p->cumulative != 0;
   q->stage = simdnorm::stats_stage(raw(p->stage));
+  convert_quant(p->quant, &q->quant);
   status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
   if (s) s = check_enum(raw(p->convention), SIMDNORM_MOMENTUM_ONNX, "convention");
+  if (s) s = check_quant_enum(p->quant);
   return s ? check_stores_and_stage(p) : s;
 }
 
@@ -252,7 +272,9 @@ status convert(const simdnorm_group_norm_params* p, simdnorm::group_norm_params*
   q->per_group_affine = p->per_group_affine != 0;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
+  convert_quant(p->quant, &q->quant);
   status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
+  if (s) s = check_quant_enum(p->quant);
   return s ? check_stores_and_stage(p) : s;
 }
 
@@ -262,7 +284,9 @@ status convert(const simdnorm_instance_norm_params* p, simdnorm::instance_norm_p
   q->eps = p->eps;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
+  convert_quant(p->quant, &q->quant);
   status s = check_enum(raw(p->layout), SIMDNORM_NHWC, "layout");
+  if (s) s = check_quant_enum(p->quant);
   return s ? check_stores_and_stage(p) : s;
 }
 
@@ -501,6 +525,7 @@ simdnorm_batch_norm_params simdnorm_batch_norm_params_default(void) {
   c.convention = simdnorm_momentum_convention(d.convention);
   c.cumulative = d.cumulative;
   c.stage = simdnorm_stats_stage(d.stage);
+  c.quant = c_quant(d.quant);
   return c;
 }
 
@@ -511,13 +536,14 @@ simdnorm_group_norm_params simdnorm_group_norm_params_default(void) {
           d.eps,
           d.per_group_affine ? 1 : 0,
           simdnorm_store_policy(d.stores),
-          simdnorm_stats_stage(d.stage)};
+          simdnorm_stats_stage(d.stage),
+          c_quant(d.quant)};
 }
 
 simdnorm_instance_norm_params simdnorm_instance_norm_params_default(void) {
   const simdnorm::instance_norm_params d;
   return {simdnorm_channel_layout(d.layout), d.eps, simdnorm_store_policy(d.stores),
-          simdnorm_stats_stage(d.stage)};
+          simdnorm_stats_stage(d.stage), c_quant(d.quant)};
 }
 
 simdnorm_mean_variance_norm_params simdnorm_mean_variance_norm_params_default(void) {

@@ -28,13 +28,20 @@ struct i8_t {
 struct f8e4m3fn_t {
   std::uint8_t bits;
 };
+struct u8_t {
+  std::uint8_t v;
+};
 
 /// The 8-bit output types, written through a scale (quantized outputs of the row ops).
 template <class T>
 inline constexpr bool is_8bit = sizeof(T) == 1;
-/// Their largest code's value: the dynamic scale is amax / this.
+/// The largest code's value of a symmetric scale: the dynamic scale is amax / this.
 template <class T>
 inline constexpr float quant_max = std::is_same_v<T, i8_t> ? 127.f : 448.f;
+/// The integer types' lowest code: an asymmetric scale maps [min(0, y), max(0, y)] onto the 256
+/// codes from here.
+template <class T>
+inline constexpr float quant_lowest = std::is_same_v<T, i8_t> ? -128.f : 0.f;
 
 /// Number of dtypes; their ids are 0 .. kDtypes - 1.
 inline constexpr std::size_t kDtypes = 0
@@ -68,11 +75,12 @@ struct row_norm_config {
   const float* beta = nullptr;   ///< [cols] or null
   bool compensated_mean = true;  ///< LayerNorm: mean kept as hi + lo
   bool stream = false;           ///< non-temporal stores for y
-  // 8-bit outputs (row/quantize-inl.hpp): q = TY(y * inv_scale) (+ zero point, i8).
-  bool quant_static = false;     ///< per-tensor scale below; else dynamic, into row_block::y_scale
-  std::size_t quant_block = 0;   ///< dynamic: elements per scale; 0: one scale per row
-  float quant_inv_scale = 1.f;   ///< static: 1 / scale, rounded once
-  float quant_zero_point = 0.f;  ///< static i8: added after rounding
+  // 8-bit outputs (row/quantize-inl.hpp): q = TY(y * inv_scale) (+ zero point, i8 and u8).
+  bool quant_static = false;      ///< per-tensor scale below; else dynamic, into row_block::y_scale
+  bool quant_asymmetric = false;  ///< dynamic: a zero point per scale, into row_block::y_zero_point
+  std::size_t quant_block = 0;    ///< dynamic: elements per scale; 0: one scale per row
+  float quant_inv_scale = 1.f;    ///< static: 1 / scale, rounded once
+  float quant_zero_point = 0.f;   ///< static i8 and u8: added after rounding
 };
 
 /// A run of rows with constant strides (elements). x and y hold elements of the kernel's x and
@@ -91,7 +99,8 @@ struct row_block {
   const void* gate = nullptr;
   /// 8-bit y with dynamic scales: this run's first row's scales (cols / block per row).
   float* y_scale = nullptr;
-  float* amax = nullptr;  ///< max |y| per row (before y's rounding), or null
+  std::int32_t* y_zero_point = nullptr;  ///< and asymmetric scaling: their zero points
+  float* amax = nullptr;                 ///< max |y| per row (before y's rounding), or null
 };
 
 /// Mean and sum of squared deviations (M2) of a set of values (the count is the caller's).

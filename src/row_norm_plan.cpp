@@ -121,13 +121,16 @@ struct row_norm_plan final : plan_impl {
                              "one record per row there",
                              op_name(op->id));
       // The fused operands of the normalize step would be silently unused: refused.
-      if (a.gate != nullptr || a.y_scale != nullptr || a.amax != nullptr)
+      if (a.gate != nullptr || a.y_scale != nullptr || a.y_zero_point != nullptr ||
+          a.amax != nullptr)
         return status::error(status_code::invalid_argument,
                              "args.%s: a %s plan of stats_stage::moments computes statistics "
-                             "only (the gate, y_scale and amax belong to the apply plan)",
-                             a.gate      ? "gate"
-                             : a.y_scale ? "y_scale"
-                                         : "amax",
+                             "only (the gate, y_scale, y_zero_point and amax belong to the "
+                             "apply plan)",
+                             a.gate           ? "gate"
+                             : a.y_scale      ? "y_scale"
+                             : a.y_zero_point ? "y_zero_point"
+                                              : "amax",
                              op_name(op->id));
       const status s = check_modulation(a);  // none: moments plans have no modulation
       return s ? check_residual(a, 0) : s;
@@ -150,7 +153,16 @@ struct row_norm_plan final : plan_impl {
     if (y_scales == 0 && a.y_scale != nullptr)
       return status::error(status_code::invalid_argument,
                            "args.y_scale: this %s plan writes no scales (only an 8-bit y with "
-                           "quant_scaling::dynamic does)",
+                           "dynamic scaling does)",
+                           op_name(op->id));
+    if (cfg.quant_asymmetric != (a.y_zero_point != nullptr))
+      return status::error(status_code::invalid_argument,
+                           cfg.quant_asymmetric
+                               ? "args.y_zero_point is null: %s with "
+                                 "quant_scaling::dynamic_asymmetric writes one zero point per "
+                                 "scale there"
+                               : "args.y_zero_point: this %s plan writes no zero points (only "
+                                 "quant_scaling::dynamic_asymmetric does)",
                            op_name(op->id));
     if (quant.row_amax != (a.amax != nullptr))
       return status::error(status_code::invalid_argument,
@@ -449,6 +461,7 @@ struct row_norm_plan final : plan_impl {
           b.mean = a.mean ? a.mean + r : nullptr;
           b.rstd = a.rstd ? a.rstd + r : nullptr;
           b.y_scale = a.y_scale ? a.y_scale + r * y_scales : nullptr;
+          b.y_zero_point = a.y_zero_point ? a.y_zero_point + r * y_scales : nullptr;
           b.amax = a.amax ? a.amax + r : nullptr;
           kernels_of_op->rows[xt][yt](config_of_row(c, a, r), b);
         });
@@ -562,20 +575,35 @@ status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y,
     return status::error(status_code::unsupported_dtype,
                          "%s: y %s: 8-bit outputs are layer_norm's and rms_norm's", opname,
                          dtype_name(y.type));
-  if (q.scaling != quant_scaling::dynamic && q.scaling != quant_scaling::per_tensor)
+  const bool dynamic =
+      q.scaling == quant_scaling::dynamic || q.scaling == quant_scaling::dynamic_asymmetric;
+  if (q.scaling == quant_scaling::per_channel)
+    return status::error(status_code::invalid_argument,
+                         "%s: quant.scaling per_channel is the channel ops' (batch_norm, "
+                         "group_norm, instance_norm)",
+                         opname);
+  if (!dynamic && q.scaling != quant_scaling::per_tensor)
     return status::error(status_code::invalid_argument, "%s: unknown quant.scaling %d", opname,
                          int(q.scaling));
   if (!y8 && (q.scaling != quant_scaling::dynamic || q.block != 0))
     return status::error(status_code::invalid_argument,
-                         "%s: quant.scaling / quant.block apply to an 8-bit y (i8, f8e4m3fn), "
-                         "y is %s",
+                         "%s: quant.scaling / quant.block apply to an 8-bit y (i8, u8, "
+                         "f8e4m3fn), y is %s",
                          opname, dtype_name(y.type));
+  if (y8 && q.scaling == quant_scaling::dynamic && y.type == dtype::u8)
+    return status::error(status_code::invalid_argument,
+                         "%s: y u8 has no symmetric scale: quant.scaling dynamic_asymmetric or "
+                         "per_tensor",
+                         opname);
+  if (q.scaling == quant_scaling::dynamic_asymmetric && y.type == dtype::f8e4m3fn)
+    return status::error(status_code::invalid_argument,
+                         "%s: y f8e4m3fn has no zero point: quant.scaling dynamic or per_tensor",
+                         opname);
   if ((y8 || q.row_amax) && stage == stats_stage::apply)
     return status::error(status_code::invalid_argument,
                          "%s: an 8-bit y or quant.row_amax needs whole rows: stats_stage::full",
                          opname);
-  if (q.scaling == quant_scaling::dynamic && q.block != 0 &&
-      (q.block < 32 || q.block > 256 || cols % q.block != 0))
+  if (dynamic && q.block != 0 && (q.block < 32 || q.block > 256 || cols % q.block != 0))
     return status::error(status_code::invalid_argument,
                          "%s: quant.block=%d must be 0 (per row) or in [32, 256] and divide the "
                          "row length %lld",
@@ -585,7 +613,8 @@ status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y,
       return status::error(status_code::invalid_argument,
                            "%s: quant.scale=%g must be finite, > 0 and have a finite inverse",
                            opname, double(q.scale));
-    const int lo = y.type == dtype::i8 ? -128 : 0, hi = y.type == dtype::i8 ? 127 : 0;
+    const int lo = y.type == dtype::i8 ? -128 : 0;
+    const int hi = y.type == dtype::i8 ? 127 : y.type == dtype::u8 ? 255 : 0;
     if (q.zero_point < lo || q.zero_point > hi)
       return status::error(status_code::invalid_argument,
                            "%s: quant.zero_point=%d must be in [%d, %d] for y %s", opname,
@@ -726,9 +755,10 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   }
   p->quant = quant;
   const bool y8 = dtype_size(y.type) == 1;
-  if (y8 && quant.scaling == quant_scaling::dynamic)
+  if (y8 && quant.scaling != quant_scaling::per_tensor)
     p->y_scales = quant.block != 0 ? p->cols / std::size_t(quant.block) : 1;
   p->cfg.quant_static = quant.scaling == quant_scaling::per_tensor;
+  p->cfg.quant_asymmetric = quant.scaling == quant_scaling::dynamic_asymmetric;
   p->cfg.quant_block = std::size_t(quant.block);
   p->cfg.quant_inv_scale = 1.f / quant.scale;
   p->cfg.quant_zero_point = float(quant.zero_point);

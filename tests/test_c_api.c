@@ -762,6 +762,72 @@ static void test_fusions(void) {
               "quant.block=3");
 }
 
+/* BatchNorm inference into uint8 with a scale and zero point per channel: y = x (mean 0,
+ * var 1, eps 0), q = y / scale[c] + zero_point[c]; the quant defaults of the channel ops. */
+static void test_channel_quant(void) {
+  const float x[4] = {1, 2, 3, 4}, mean[2] = {0, 0}, var[2] = {1, 1}, scales[2] = {0.5f, 0.25f};
+  const int32_t zero_points[2] = {10, 20};
+  uint8_t q[4] = {0, 0, 0, 0};
+  const int64_t shape[3] = {1, 2, 2};
+  simdnorm_tensor_desc xd, yd;
+  simdnorm_batch_norm_params p = simdnorm_batch_norm_params_default();
+  simdnorm_norm_args a;
+  CHECK(p.quant.scaling == SIMDNORM_QUANT_DYNAMIC && p.quant.channel_scales == NULL &&
+        p.quant.channel_zero_points == NULL);
+  CHECK(simdnorm_group_norm_params_default().quant.channel_scales == NULL);
+  CHECK(simdnorm_tensor_contiguous(&xd, 3, shape) == SIMDNORM_OK);
+  yd = xd;
+  yd.type = SIMDNORM_DTYPE_U8;
+  memset(&a, 0, sizeof a);
+  a.x = x;
+  a.y = q;
+  p.eps = 0.f;
+  p.running_mean = mean;
+  p.running_var = var;
+  p.quant.scaling = SIMDNORM_QUANT_PER_CHANNEL;
+  p.quant.channel_scales = scales;
+  p.quant.channel_zero_points = zero_points;
+  CHECK(simdnorm_batch_norm(&xd, &yd, &p, &a, NULL) == SIMDNORM_OK);
+  CHECK(q[0] == 12 && q[1] == 14 && q[2] == 32 && q[3] == 36);
+  p.quant.channel_scales = NULL;
+  CHECK_FAILS(simdnorm_batch_norm(&xd, &yd, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "quant.channel_scales is null");
+}
+
+/* LayerNorm into uint8 with an asymmetric scale and zero point per row (ONNX
+ * DynamicQuantizeLinear); a zero row gets scale 1 and code = zero point = 0. */
+static void test_asymmetric_quant(void) {
+  const float x[2 * 4] = {1, 2, 3, 5, 0.5f, 0.5f, 0.5f, 0.5f};
+  float scales[2] = {-1, -1};
+  int32_t zero_points[2] = {-1, -1};
+  uint8_t q[8];
+  const int64_t shape[2] = {2, 4};
+  simdnorm_tensor_desc xd, yd;
+  simdnorm_layer_norm_params p = simdnorm_layer_norm_params_default();
+  simdnorm_layer_norm_args a;
+  memset(&a, 0, sizeof a);
+  CHECK(simdnorm_tensor_contiguous(&xd, 2, shape) == SIMDNORM_OK);
+  yd = xd;
+  yd.type = SIMDNORM_DTYPE_U8;
+  a.base.x = x;
+  a.base.y = q;
+  a.quant.y_scale = scales;
+  a.quant.y_zero_point = zero_points;
+  p.quant.scaling = SIMDNORM_QUANT_DYNAMIC_ASYMMETRIC;
+  CHECK(simdnorm_layer_norm_ex(&xd, &yd, &p, &a, NULL) == SIMDNORM_OK);
+  /* row 0: y = (x - 2.75) * 0.676123 = -1.18322, -0.50709, 0.16903, 1.52128; scale = (1.52128
+   * + 1.18322) / 255 = 0.0106059; zero point rne(1.18322 / scale = 111.56) = 112; codes
+   * rne(y / scale) + 112 = -112, -48, 16, 143 (+ 112) */
+  CHECK(fabsf(scales[0] - 0.0106059f) <= 1e-6f);
+  CHECK(zero_points[0] == 112);
+  CHECK(q[0] == 0 && q[1] == 64 && q[2] == 128 && q[3] == 255);
+  CHECK(scales[1] == 1.f && zero_points[1] == 0);
+  CHECK(q[4] == 0 && q[5] == 0 && q[6] == 0 && q[7] == 0);
+  a.quant.y_zero_point = NULL;
+  CHECK_FAILS(simdnorm_layer_norm_ex(&xd, &yd, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "args.y_zero_point is null");
+}
+
 /* adaLN: y = layer_norm(x) * (1 + scale[b]) + shift[b] over [B = 2, T = 2, D = 4], the rows
  * of scale and shift 8 floats apart (stride 8); then the errors of the new fields. */
 static void test_modulation(void) {
@@ -831,6 +897,8 @@ int main(void) {
   test_bf16();
   test_split_stats();
   test_fusions();
+  test_asymmetric_quant();
+  test_channel_quant();
   test_modulation();
   printf("test_c_api: %s (isa %s, %d failures)\n", g_failures ? "FAILED" : "passed",
          simdnorm_isa_name(simdnorm_active_isa()), g_failures);

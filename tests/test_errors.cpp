@@ -393,13 +393,14 @@ const row kRows[] = {
      stage::run, code::invalid_argument, "x and y only"},
     {"null y", op::mvn, [](call& c) { c.a.y = nullptr; },
      stage::run, code::invalid_argument, "null"},
-    // ---- channel ops: element types (f32, bf16, f16; the 8-bit types are row-op outputs) ----
+    // ---- channel ops: element types (f32, bf16, f16; an 8-bit y with static scales only) ----
     {"i8 x", op::bn_training, [](call& c) { c.xd.type = simdnorm::dtype::i8; },
      stage::plan, code::unsupported_dtype, "f32, bf16 or f16"},
-    {"f8e4m3fn y", op::group_norm, [](call& c) { c.yd.type = simdnorm::dtype::f8e4m3fn; },
-     stage::plan, code::unsupported_dtype, "f32, bf16 or f16"},
-    {"i8 y", op::bn_inference, [](call& c) { c.yd.type = simdnorm::dtype::i8; },
-     stage::plan, code::unsupported_dtype, "f32, bf16 or f16"},
+    {"f8e4m3fn y without scales", op::group_norm,
+     [](call& c) { c.yd.type = simdnorm::dtype::f8e4m3fn; }, stage::plan, code::invalid_argument,
+     "needs static scales"},
+    {"i8 y without scales", op::bn_inference, [](call& c) { c.yd.type = simdnorm::dtype::i8; },
+     stage::plan, code::invalid_argument, "needs static scales"},
 #if SIMDNORM_ALL_DTYPES
     {"in place across types", op::instance_norm, [](call& c) {
        c.yd.type = simdnorm::dtype::bf16;

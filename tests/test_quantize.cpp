@@ -1,59 +1,31 @@
-// Quantized outputs of LayerNorm and RMSNorm (quant_params, y of dtype i8 or f8e4m3fn) and the
-// amax side output: the codes against a reference quantizer applied to the float64 reference
-// y, exactly except where y sits within its f32 error bound of a rounding boundary (those are
-// counted and bounded); dynamic scales per row and per block, static scale and zero point;
+// Quantized outputs of LayerNorm and RMSNorm (quant_params, y of dtype i8, u8 or f8e4m3fn) and
+// the amax side output: the codes against a reference quantizer applied to the float64
+// reference y, exactly except where y sits within its f32 error bound of a rounding boundary
+// (those are counted and bounded); dynamic scales per row and per block, symmetric and
+// asymmetric (with zero points), static scale and zero point;
 // every ISA; tails, padded rows, gate and residual add before the quantizer; constant rows,
 // NaN rows; all 256 fp8 codes through simdnorm::convert; the errors, which write nothing.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "quant_reference.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 
 namespace {
 
+using qref::f8_code;
+using qref::f8_value;
+using qref::lowest_code;
+using qref::ordinal;
+using qref::ref_code;
 using simdnorm::dtype;
 using simdnorm::tensor_desc;
-
-// ---- the reference quantizers ----------------------------------------------------------------
-
-/// E4M3FN code -> value (independent of the library: from the format's definition).
-double f8_value(unsigned c) {
-  const unsigned e = (c >> 3) & 15u, m = c & 7u;
-  if (e == 15 && m == 7) return std::numeric_limits<double>::quiet_NaN();
-  const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, int(e) - 7);
-  return (c & 0x80u) ? -mag : mag;
-}
-
-/// Nearest E4M3FN code of v, ties to the even code, saturating at 448; NaN -> 0x7f.
-unsigned f8_code(double v) {
-  if (std::isnan(v)) return 0x7f;
-  const unsigned sign = std::signbit(v) ? 0x80u : 0u;
-  const double a = std::fabs(v);
-  unsigned lo = 0;  // largest code with value <= a, among 0 .. 0x7e
-  while (lo < 0x7e && f8_value(lo + 1) <= a) ++lo;
-  if (lo == 0x7e) return sign | lo;
-  const double dl = a - f8_value(lo), dh = f8_value(lo + 1) - a;
-  return sign | (dl < dh || (dl == dh && lo % 2 == 0) ? lo : lo + 1);
-}
-
-/// Position of a code on the number line: adjacent values differ by one (+0 and -0 are both 0).
-int ordinal(dtype t, unsigned c) {
-  if (t == dtype::i8) return int(std::int8_t(c));
-  return (c & 0x80u) ? -int(c & 0x7fu) : int(c & 0x7fu);
-}
-
-/// The code of the scaled value v (= y * inv_scale): i8 sat(rne(v) + zp), f8 f8_code(v).
-unsigned ref_code(dtype t, double v, int zp) {
-  if (t == dtype::f8e4m3fn) return f8_code(v);
-  if (std::isnan(v)) return 0;
-  const double r = std::clamp(std::nearbyint(v) + zp, -128.0, 127.0);  // nearbyint: ties even
-  return unsigned(std::uint8_t(std::int8_t(r)));
-}
 
 // ---- one quantized run -----------------------------------------------------------------------
 
@@ -89,6 +61,7 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
   std::vector<std::uint8_t> y(n + 64, 0xa5);  // 64 guard bytes after the tensor
   const std::size_t scales_per_row = c.q.block != 0 ? c.cols / std::size_t(c.q.block) : 1;
   std::vector<float> scales(c.rows * scales_per_row + 1, -1.f), amax(c.rows + 1, -1.f);
+  std::vector<std::int32_t> zero_points(c.rows * scales_per_row + 1, -1000);
 
   tensor_desc xd = tensor_desc::contiguous({std::int64_t(c.rows), std::int64_t(c.cols)});
   tensor_desc yd = tensor_desc::contiguous({std::int64_t(c.rows), std::int64_t(c.cols)}, c.y);
@@ -119,8 +92,10 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
     a.residual = r.data();
     a.residual_out = hout.data();
   }
-  const bool dynamic = c.q.scaling == simdnorm::quant_scaling::dynamic;
+  const bool asymmetric = c.q.scaling == simdnorm::quant_scaling::dynamic_asymmetric;
+  const bool dynamic = asymmetric || c.q.scaling == simdnorm::quant_scaling::dynamic;
   a.y_scale = dynamic ? scales.data() : nullptr;
+  a.y_zero_point = asymmetric ? zero_points.data() : nullptr;
   a.amax = c.amax ? amax.data() : nullptr;
   s = c.rms ? p.execute(test::as<simdnorm::rms_norm_args>(a))
             : p.execute(test::as<simdnorm::layer_norm_args>(a));
@@ -156,13 +131,41 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
     const std::size_t seg = c.q.block != 0 ? std::size_t(c.q.block) : c.cols;
     double row_amax = 0, row_amax_bound = 0;
     for (std::size_t s0 = 0; s0 < c.cols; s0 += seg) {
-      double am = 0, am_bound = 0;
-      for (std::size_t i = s0; i < s0 + seg; ++i)
+      // max |y| of the reference, and the intervals holding the f32 min(0, min y) and
+      // max(0, max y) (each y within its bound)
+      double am = 0, am_bound = 0, lo_min = 0, lo_max = 0, hi_min = 0, hi_max = 0;
+      for (std::size_t i = s0; i < s0 + seg; ++i) {
         if (std::fabs(want[i]) > am) am = std::fabs(want[i]), am_bound = bound[i];
+        lo_min = std::min(lo_min, want[i] - bound[i]);
+        lo_max = std::min(lo_max, want[i] + bound[i]);
+        hi_min = std::max(hi_min, want[i] - bound[i]);
+        hi_max = std::max(hi_max, want[i] + bound[i]);
+      }
       if (am > row_amax) row_amax = am, row_amax_bound = am_bound;
       float inv = 1.f / c.q.scale;
       int zp = c.q.zero_point;
-      if (dynamic) {
+      if (asymmetric) {
+        // scale = (hi - lo) / 255 for ends within those intervals (two f32 roundings); the
+        // zero point the code nearest lowest - lo / scale, with the scale as written
+        const std::size_t at = k * scales_per_row + s0 / seg;
+        const float scale = scales[at];
+        const double w_min = (hi_min - lo_max) * (1 - 2 * ref::u32) / 255;
+        const double w_max = (hi_max - lo_min) * (1 + 2 * ref::u32) / 255;
+        bad.expect(scale >= w_min && scale <= w_max, [&] {
+          return "scale of row " + std::to_string(k) + " at " + std::to_string(s0) + ": " +
+                 std::to_string(scale) + " want in [" + std::to_string(w_min) + ", " +
+                 std::to_string(w_max) + "]";
+        });
+        const double base = lowest_code(c.y),
+                     slack = 0.5 + 1e-4;  // + the f32 rounding of lo / scale
+        zp = zero_points[at];
+        bad.expect(zp >= base - lo_max / scale - slack && zp <= base - lo_min / scale + slack, [&] {
+          return "zero point of row " + std::to_string(k) + " at " + std::to_string(s0) + ": " +
+                 std::to_string(zp) + " want in [" + std::to_string(base - lo_max / scale) + ", " +
+                 std::to_string(base - lo_min / scale) + "]";
+        });
+        inv = 1.f / scale;
+      } else if (dynamic) {
         const float scale = scales[k * scales_per_row + s0 / seg];
         bad.expect(std::fabs(scale - am / qmax) <= (am_bound + 2 * ref::u32 * am) / qmax, [&] {
           return "scale of row " + std::to_string(k) + " at " + std::to_string(s0) + ": " +
@@ -194,31 +197,54 @@ void check_quantized(const quant_case& c, std::uint32_t seed, simdnorm::isa acti
   }
   for (std::size_t i = n; i < y.size(); ++i)
     bad.expect(y[i] == 0xa5, [&] { return "guard written"; });
-  bad.expect(scales.back() == -1.f && amax.back() == -1.f, [] { return "scale guard written"; });
+  bad.expect(scales.back() == -1.f && amax.back() == -1.f && zero_points.back() == -1000,
+             [] { return "scale guard written"; });
   CHECK_MESSAGE(bad.none(), bad.report());
 }
 
-/// Runs `count` rows of `cols` constant or NaN values and returns the codes and scales.
-void run_rows(bool rms, dtype yt, std::size_t cols, const std::vector<float>& x,
-              std::vector<std::uint8_t>& y, std::vector<float>& scales) {
+/// Codes, scales and zero points of a run of rows with dynamic scales.
+struct dynamic_out {
+  std::vector<std::uint8_t> y;
+  std::vector<float> scales;
+  std::vector<std::int32_t> zero_points;
+};
+
+/// Runs rows of `cols` values x (with gamma, if not empty) into y of type yt, one scale per row.
+dynamic_out run_rows(bool rms, dtype yt, simdnorm::quant_scaling scaling, std::size_t cols,
+                     const std::vector<float>& x, const std::vector<float>& gamma = {}) {
   const std::size_t rows = x.size() / cols;
   const tensor_desc xd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)});
   const tensor_desc yd = tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, yt);
-  y.assign(x.size(), 0xa5);
-  scales.assign(rows, -1.f);
+  const bool asymmetric = scaling == simdnorm::quant_scaling::dynamic_asymmetric;
+  dynamic_out o{std::vector<std::uint8_t>(x.size(), 0xa5), std::vector<float>(rows, -1.f),
+                std::vector<std::int32_t>(rows, -1000)};
   test::any_args a;
   a.x = x.data();
-  a.y = y.data();
-  a.y_scale = scales.data();
+  a.y = o.y.data();
+  a.gamma = gamma.empty() ? nullptr : gamma.data();
+  a.y_scale = o.scales.data();
+  a.y_zero_point = asymmetric ? o.zero_points.data() : nullptr;
+  simdnorm::rms_norm_params rp;
+  simdnorm::layer_norm_params lp;
+  rp.quant.scaling = lp.quant.scaling = scaling;
   const simdnorm::status s =
-      rms ? simdnorm::rms_norm(xd, yd, {}, test::as<simdnorm::rms_norm_args>(a))
-          : simdnorm::layer_norm(xd, yd, {}, test::as<simdnorm::layer_norm_args>(a));
+      rms ? simdnorm::rms_norm(xd, yd, rp, test::as<simdnorm::rms_norm_args>(a))
+          : simdnorm::layer_norm(xd, yd, lp, test::as<simdnorm::layer_norm_args>(a));
   REQUIRE_MESSAGE(s.ok(), s.message());
+  return o;
 }
+
+/// A zero-point output for the error table (whose mutations are plain functions).
+std::vector<std::int32_t>* zero_points_storage() {
+  static std::vector<std::int32_t> z(8, -1000);
+  return &z;
+}
+std::int32_t* zero_points_out() { return zero_points_storage()->data(); }
 
 }  // namespace
 
-TEST_CASE("quantize: every fp8 e4m3fn code round-trips through f32, and f32 rounds to nearest") {
+TEST_CASE(
+    "quantize: every fp8 e4m3fn code round-trips, and f32 to fp8, i8 and u8 rounds to nearest") {
   test::for_each_isa([](simdnorm::isa) {
     std::vector<std::uint8_t> codes(256), back(256);
     for (unsigned c = 0; c < 256; ++c) codes[c] = std::uint8_t(c);
@@ -267,6 +293,15 @@ TEST_CASE("quantize: every fp8 e4m3fn code round-trips through f32, and f32 roun
     REQUIRE(simdnorm::convert(iv.data(), dtype::f32, qi.data(), dtype::i8, iv.size()).ok());
     for (std::size_t k = 0; k < iv.size(); ++k)
       bad.expect(qi[k] == iw[k], [&] { return "i8 of " + std::to_string(iv[k]); });
+    // uint8: ties to even, saturation at 0 and 255, NaN -> 0
+    const std::vector<float> uv = {0.5f,   1.5f,  2.5f,   254.5f,
+                                   255.5f, -0.5f, -1.f,   300.f,
+                                   inf,    -inf,  1e-30f, std::numeric_limits<float>::quiet_NaN()};
+    const std::vector<int> uw = {0, 2, 2, 254, 255, 0, 0, 255, 255, 0, 0, 0};
+    std::vector<std::uint8_t> qu(uv.size());
+    REQUIRE(simdnorm::convert(uv.data(), dtype::f32, qu.data(), dtype::u8, uv.size()).ok());
+    for (std::size_t k = 0; k < uv.size(); ++k)
+      bad.expect(qu[k] == uw[k], [&] { return "u8 of " + std::to_string(uv[k]); });
     CHECK_MESSAGE(bad.none(), bad.report());
   });
 }
@@ -275,8 +310,9 @@ TEST_CASE("quantize: codes match the reference quantizer of the float64 y (every
   tally t;
   test::for_each_isa([&](simdnorm::isa i) {
     std::uint32_t seed = 1;
+    using simdnorm::quant_scaling;
     for (bool rms : {true, false})
-      for (dtype yt : {dtype::i8, dtype::f8e4m3fn})
+      for (dtype yt : {dtype::i8, dtype::u8, dtype::f8e4m3fn})
         for (std::size_t cols : {7, 64, 96, 256, 1000, 4096}) {
           quant_case c;
           c.rms = rms;
@@ -286,16 +322,24 @@ TEST_CASE("quantize: codes match the reference quantizer of the float64 y (every
           c.amax = cols % 2 == 0;
           c.gate = rms && cols % 3 == 0;
           c.residual = cols == 96 || cols == 1000;
-          check_quantized(c, seed += 8, i, t);  // dynamic, per row
-          for (int block : {32, 64, 256})
-            if (cols % std::size_t(block) == 0) {
-              c.q.block = block;
-              check_quantized(c, seed += 8, i, t);
-            }
+          // dynamic per row and per block: symmetric (i8, f8), asymmetric (i8, u8)
+          for (quant_scaling dyn : {quant_scaling::dynamic, quant_scaling::dynamic_asymmetric}) {
+            if ((yt == dtype::u8 && dyn == quant_scaling::dynamic) ||
+                (yt == dtype::f8e4m3fn && dyn == quant_scaling::dynamic_asymmetric))
+              continue;
+            c.q = {};
+            c.q.scaling = dyn;
+            check_quantized(c, seed += 8, i, t);
+            for (int block : {32, 64, 256})
+              if (cols % std::size_t(block) == 0) {
+                c.q.block = block;
+                check_quantized(c, seed += 8, i, t);
+              }
+          }
           c.q = {};
-          c.q.scaling = simdnorm::quant_scaling::per_tensor;
-          c.q.scale = yt == dtype::i8 ? 0.02f : 0.01f;
-          c.q.zero_point = yt == dtype::i8 ? -3 : 0;
+          c.q.scaling = quant_scaling::per_tensor;
+          c.q.scale = yt == dtype::f8e4m3fn ? 0.01f : 0.02f;
+          c.q.zero_point = yt == dtype::i8 ? -3 : yt == dtype::u8 ? 128 : 0;
           check_quantized(c, seed += 8, i, t);
         }
   });
@@ -320,9 +364,9 @@ TEST_CASE("quantize: constant rows give scale 0 and code 0, a NaN row gives scal
         for (bool rms : {false, true}) {
           CAPTURE(rms);
           CAPTURE(cols);
-          std::vector<std::uint8_t> y;
-          std::vector<float> scales;
-          run_rows(rms, yt, cols, x, y, scales);
+          const dynamic_out o = run_rows(rms, yt, simdnorm::quant_scaling::dynamic, cols, x);
+          const std::vector<std::uint8_t>& y = o.y;
+          const std::vector<float>& scales = o.scales;
           const std::uint8_t nan_code = yt == dtype::i8 ? 0x00 : 0x7f;
           if (!rms) CHECK(scales[0] == 0.f);
           CHECK(scales[1] == 0.f);
@@ -335,6 +379,91 @@ TEST_CASE("quantize: constant rows give scale 0 and code 0, a NaN row gives scal
           }
         }
       }
+  });
+}
+
+TEST_CASE("quantize: asymmetric scaling of zero rows gives scale 1, of NaN rows scale NaN") {
+  test::for_each_isa([](simdnorm::isa) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (dtype yt : {dtype::i8, dtype::u8})
+      for (std::size_t cols : {5, 48}) {
+        // rows: zeros, NaN inside, all positive after LayerNorm's centring is impossible, so
+        // RMSNorm of positive values (lo = 0: zero point = lowest code), normal
+        std::vector<float> x(4 * cols);
+        for (std::size_t i = 0; i < cols; ++i) {
+          x[i] = 0.f;
+          x[cols + i] = i == cols / 2 ? nan : float(i);
+          x[2 * cols + i] = float(i + 1);
+          x[3 * cols + i] = float(i) - 2.f;
+        }
+        for (bool rms : {false, true}) {
+          CAPTURE(std::string(simdnorm::dtype_name(yt)));
+          CAPTURE(rms);
+          CAPTURE(cols);
+          const dynamic_out o =
+              run_rows(rms, yt, simdnorm::quant_scaling::dynamic_asymmetric, cols, x);
+          const int lowest = yt == dtype::i8 ? -128 : 0;
+          CHECK(o.scales[0] == 1.f);
+          CHECK(o.zero_points[0] == lowest);
+          CHECK(std::isnan(o.scales[1]));
+          CHECK(o.zero_points[1] == 0);
+          if (rms) CHECK(o.zero_points[2] == lowest);
+          CHECK(o.scales[3] > 0.f);
+          for (std::size_t i = 0; i < cols; ++i) {
+            CHECK(o.y[i] == std::uint8_t(lowest));
+            CHECK(o.y[cols + i] == 0);
+          }
+        }
+      }
+  });
+}
+
+TEST_CASE("quantize: a dynamic scale below FLT_MIN is FLT_MIN (finite inverse)") {
+  // RMSNorm with gamma 1e-37: |y| < 2e-37, so amax / 127 and the width / 255 fall below
+  // FLT_MIN (1.2e-38); the codes step by FLT_MIN instead of saturating on 1 / scale = Inf.
+  test::for_each_isa([](simdnorm::isa) {
+    const std::size_t cols = 40;
+    std::vector<float> x(cols), gamma(cols, 1e-37f);
+    for (std::size_t i = 0; i < cols; ++i) x[i] = float(i % 7) - 3.f;
+    std::vector<double> want(cols);
+    ref::rms_norm_row(x.data(), cols, gamma.data(), 1e-6, want.data());
+    for (auto scaling :
+         {simdnorm::quant_scaling::dynamic, simdnorm::quant_scaling::dynamic_asymmetric}) {
+      CAPTURE(int(scaling));
+      const dynamic_out o = run_rows(true, dtype::i8, scaling, cols, x, gamma);
+      CHECK(o.scales[0] == FLT_MIN);
+      const int zp = scaling == simdnorm::quant_scaling::dynamic ? 0 : o.zero_points[0];
+      for (std::size_t i = 0; i < cols; ++i) {
+        const double v = want[i] / double(FLT_MIN) + zp;
+        CHECK(std::fabs(int(std::int8_t(o.y[i])) - v) <= 0.5 + 1e-3);
+      }
+    }
+  });
+}
+
+TEST_CASE("quantize: an asymmetric range wider than FLT_MAX still gets a finite scale") {
+  // RMSNorm of +-1 with gamma 3e38: y = +-3e38, hi - lo = 6e38 overflows f32; the scale is
+  // taken from the halves, and every code dequantizes to within half a step of y.
+  test::for_each_isa([](simdnorm::isa) {
+    const std::size_t cols = 37;
+    std::vector<float> x(cols), gamma(cols, 3e38f);
+    for (std::size_t i = 0; i < cols; ++i) x[i] = i % 3 == 0 ? -1.f : 1.f;
+    std::vector<double> want(cols);
+    ref::rms_norm_row(x.data(), cols, gamma.data(), 1e-6, want.data());
+    for (dtype yt : {dtype::u8, dtype::i8}) {
+      CAPTURE(std::string(simdnorm::dtype_name(yt)));
+      const dynamic_out o =
+          run_rows(true, yt, simdnorm::quant_scaling::dynamic_asymmetric, cols, x, gamma);
+      const double scale = o.scales[0], lowest = yt == dtype::i8 ? -128 : 0;
+      REQUIRE(scale > 0);
+      REQUIRE(scale <= FLT_MAX);
+      CHECK(o.zero_points[0] >= lowest);
+      CHECK(o.zero_points[0] <= lowest + 255);
+      for (std::size_t i = 0; i < cols; ++i) {
+        const double code = yt == dtype::i8 ? int(std::int8_t(o.y[i])) : int(o.y[i]);
+        CHECK(std::fabs((code - o.zero_points[0]) * scale - want[i]) <= scale * (0.5 + 1e-5));
+      }
+    }
   });
 }
 
@@ -408,6 +537,37 @@ TEST_CASE("quantize: errors are clear and write nothing") {
          a.y_scale = nullptr;
        },
        simdnorm::status_code::invalid_argument, "quant.zero_point=128"},
+      {"u8 with a symmetric scale", 0, dtype::f32, dtype::u8,
+       [](simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage&) {},
+       simdnorm::status_code::invalid_argument, "u8 has no symmetric scale"},
+      {"fp8 with a zero point per row", 1, dtype::f32, dtype::f8e4m3fn,
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) {
+         q.scaling = simdnorm::quant_scaling::dynamic_asymmetric;
+       },
+       simdnorm::status_code::invalid_argument, "f8e4m3fn has no zero point"},
+      {"missing y_zero_point", 0, dtype::f32, dtype::u8,
+       [](simdnorm::quant_params& q, test::any_args&, simdnorm::stats_stage&) {
+         q.scaling = simdnorm::quant_scaling::dynamic_asymmetric;
+       },
+       simdnorm::status_code::invalid_argument, "args.y_zero_point is null"},
+      {"y_zero_point with symmetric scales", 0, dtype::f32, dtype::i8,
+       [](simdnorm::quant_params&, test::any_args& a, simdnorm::stats_stage&) {
+         a.y_zero_point = zero_points_out();
+       },
+       simdnorm::status_code::invalid_argument, "writes no zero points"},
+      {"asymmetric with a float y", 1, dtype::f32, dtype::bf16,
+       [](simdnorm::quant_params& q, test::any_args& a, simdnorm::stats_stage&) {
+         q.scaling = simdnorm::quant_scaling::dynamic_asymmetric;
+         a.y_scale = nullptr;
+       },
+       simdnorm::status_code::invalid_argument, "apply to an 8-bit y"},
+      {"u8 zero point out of range", 0, dtype::f32, dtype::u8,
+       [](simdnorm::quant_params& q, test::any_args& a, simdnorm::stats_stage&) {
+         q.scaling = simdnorm::quant_scaling::per_tensor;
+         q.zero_point = 256;
+         a.y_scale = nullptr;
+       },
+       simdnorm::status_code::invalid_argument, "quant.zero_point=256"},
       {"apply stage", 0, dtype::f32, dtype::i8,
        [](simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage& st) {
          st = simdnorm::stats_stage::apply;
@@ -445,4 +605,5 @@ TEST_CASE("quantize: errors are clear and write nothing") {
   for (std::size_t i = 0; i < n; ++i) CHECK(y[i] == 0xa5);
   for (float v : scales) CHECK(v == -1.f);
   for (float v : amax) CHECK(v == -1.f);
+  for (std::int32_t v : *zero_points_storage()) CHECK(v == -1000);
 }

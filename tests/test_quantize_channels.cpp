@@ -12,10 +12,13 @@
 #include <vector>
 
 #include "channel_reference.hpp"
+#include "quant_reference.hpp"
 #include "test_util.hpp"
 
 namespace {
 
+using qref::ordinal;
+using qref::ref_code;
 using simdnorm::dtype;
 using simdnorm::quant_scaling;
 using simdnorm::tensor_desc;
@@ -30,39 +33,6 @@ const char* name_of(ch_op op) {
     case ch_op::instance_norm: return "instance_norm";
   }
   return "?";
-}
-
-/// Value of a code of type t (i8, u8: the integer; f8e4m3fn: from the format's definition).
-double code_value(dtype t, unsigned c) {
-  if (t == dtype::i8) return double(std::int8_t(c));
-  if (t == dtype::u8) return double(c);
-  const unsigned e = (c >> 3) & 15u, m = c & 7u;
-  if (e == 15 && m == 7) return std::numeric_limits<double>::quiet_NaN();
-  const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, int(e) - 7);
-  return (c & 0x80u) ? -mag : mag;
-}
-
-/// Position of a code on the number line (adjacent values one apart).
-int ordinal(dtype t, unsigned c) {
-  if (t == dtype::i8) return int(std::int8_t(c));
-  if (t == dtype::u8) return int(c);
-  return (c & 0x80u) ? -int(c & 0x7fu) : int(c & 0x7fu);
-}
-
-/// The reference quantizer: the code nearest v + zp (ties to even), saturating.
-unsigned ref_code(dtype t, double v, int zp) {
-  if (t == dtype::f8e4m3fn) {  // nearest of the 0x7f finite magnitudes, ties to the even code
-    const unsigned sign = std::signbit(v) ? 0x80u : 0u;
-    const double a = std::fabs(v);
-    unsigned lo = 0;
-    while (lo < 0x7e && code_value(t, lo + 1) <= a) ++lo;
-    if (lo == 0x7e) return sign | lo;
-    const double dl = a - code_value(t, lo), dh = code_value(t, lo + 1) - a;
-    return sign | (dl < dh || (dl == dh && lo % 2 == 0) ? lo : lo + 1);
-  }
-  const double lowest = t == dtype::i8 ? -128 : 0;
-  const double r = std::clamp(std::nearbyint(v) + zp, lowest, lowest + 255);
-  return unsigned(std::uint8_t(int(r)));
 }
 
 struct channel_case {
@@ -102,7 +72,7 @@ void check_channel_quant(const channel_case& c, std::uint32_t seed, simdnorm::is
   for (std::size_t k = 0; k < C; ++k) {
     rvar[k] = 1.f + float(k % 3);
     scales[k] = c.y == dtype::f8e4m3fn ? 0.002f * float(1 + k % 4) : 0.015f * float(1 + k % 3);
-    zps[k] = c.relu ? (c.y == dtype::i8 ? -128 : 0)
+    zps[k] = c.relu             ? (c.y == dtype::i8 ? -128 : 0)
              : c.y == dtype::i8 ? int(k % 7) - 3
              : c.y == dtype::u8 ? 120 + int(k % 5)
                                 : 0;
@@ -125,59 +95,39 @@ void check_channel_quant(const channel_case& c, std::uint32_t seed, simdnorm::is
   const tensor_desc xd = tensor_desc::contiguous({shape[0], shape[1], shape[2]});
   const tensor_desc yd = tensor_desc::contiguous({shape[0], shape[1], shape[2]}, c.y);
   std::vector<std::uint8_t> y(n + 64, 0xa5);
-  simdnorm::status s;
   const float eps = 1e-5f;
-  switch (c.op) {
-    case ch_op::bn_inference:
-    case ch_op::bn_training: {
-      simdnorm::batch_norm_params bp;
-      bp.layout = c.layout;
-      bp.eps = eps;
-      bp.fuse_relu = c.relu;
-      bp.quant = q;
-      simdnorm::batch_norm_args a;
-      a.x = xl.data();
-      a.y = y.data();
-      if (c.op == ch_op::bn_inference) {
-        bp.running_mean = rmean.data();
-        bp.running_var = rvar.data();
-        bp.gamma = gamma.data();
-        bp.beta = beta.data();
-      } else {
-        bp.training = true;
-        a.gamma = gamma.data();
-        a.beta = beta.data();
-      }
-      s = simdnorm::batch_norm(xd, yd, bp, a);
-      break;
+  simdnorm::norm_args a;  // BatchNorm inference takes x and y only (the rest is in the plan)
+  a.x = xl.data();
+  a.y = y.data();
+  if (c.op != ch_op::bn_inference) a.gamma = gamma.data(), a.beta = beta.data();
+  simdnorm::status s;
+  if (c.op == ch_op::group_norm) {
+    simdnorm::group_norm_params gp;
+    gp.num_groups = int(G);
+    gp.layout = c.layout;
+    gp.eps = eps;
+    gp.quant = q;
+    s = simdnorm::group_norm(xd, yd, gp, a);
+  } else if (c.op == ch_op::instance_norm) {
+    simdnorm::instance_norm_params ip;
+    ip.layout = c.layout;
+    ip.eps = eps;
+    ip.quant = q;
+    s = simdnorm::instance_norm(xd, yd, ip, a);
+  } else {
+    simdnorm::batch_norm_params bp;
+    bp.layout = c.layout;
+    bp.eps = eps;
+    bp.fuse_relu = c.relu;
+    bp.quant = q;
+    bp.training = c.op == ch_op::bn_training;
+    if (!bp.training) {
+      bp.running_mean = rmean.data();
+      bp.running_var = rvar.data();
+      bp.gamma = gamma.data();
+      bp.beta = beta.data();
     }
-    case ch_op::group_norm: {
-      simdnorm::group_norm_params gp;
-      gp.num_groups = int(G);
-      gp.layout = c.layout;
-      gp.eps = eps;
-      gp.quant = q;
-      simdnorm::group_norm_args a;
-      a.x = xl.data();
-      a.y = y.data();
-      a.gamma = gamma.data();
-      a.beta = beta.data();
-      s = simdnorm::group_norm(xd, yd, gp, a);
-      break;
-    }
-    case ch_op::instance_norm: {
-      simdnorm::instance_norm_params ip;
-      ip.layout = c.layout;
-      ip.eps = eps;
-      ip.quant = q;
-      simdnorm::instance_norm_args a;
-      a.x = xl.data();
-      a.y = y.data();
-      a.gamma = gamma.data();
-      a.beta = beta.data();
-      s = simdnorm::instance_norm(xd, yd, ip, a);
-      break;
-    }
+    s = simdnorm::batch_norm(xd, yd, bp, a);
   }
   REQUIRE_MESSAGE(s.ok(), s.message());
 
@@ -187,7 +137,8 @@ void check_channel_quant(const channel_case& c, std::uint32_t seed, simdnorm::is
   for (std::size_t b = 0; b < N; ++b)
     for (std::size_t k = 0; k < C; ++k) {
       chref::unit_ref st;
-      if (c.op == ch_op::bn_training) st = chref::stats(chref::channel_values(x.data(), N, C, S, k));
+      if (c.op == ch_op::bn_training)
+        st = chref::stats(chref::channel_values(x.data(), N, C, S, k));
       if (c.op == ch_op::group_norm)
         st = chref::stats(chref::group_values(x.data(), C, S, G, b, k / (C / G)));
       if (c.op == ch_op::instance_norm)
@@ -216,13 +167,13 @@ void check_channel_quant(const channel_case& c, std::uint32_t seed, simdnorm::is
         const int o_hi = ordinal(c.y, ref_code(c.y, v + vb, zps[k]));
         ++t.elements;
         if (o != o_ref) ++t.near;
-        bad.expect(o >= std::min(o_lo, o_hi) && o <= std::max(o_lo, o_hi) &&
-                       std::abs(o - o_ref) <= 1,
-                   [&] {
-                     return "code (" + std::to_string(b) + ", " + std::to_string(k) + ", " +
-                            std::to_string(i) + "): got " + std::to_string(o) + " want " +
-                            std::to_string(o_ref) + " (y " + std::to_string(want) + ")";
-                   });
+        bad.expect(
+            o >= std::min(o_lo, o_hi) && o <= std::max(o_lo, o_hi) && std::abs(o - o_ref) <= 1,
+            [&] {
+              return "code (" + std::to_string(b) + ", " + std::to_string(k) + ", " +
+                     std::to_string(i) + "): got " + std::to_string(o) + " want " +
+                     std::to_string(o_ref) + " (y " + std::to_string(want) + ")";
+            });
       }
     }
   for (std::size_t i = n; i < y.size(); ++i)
@@ -236,8 +187,8 @@ TEST_CASE("quantize channels: codes match the reference quantizer of the float64
   tally t;
   test::for_each_isa([&](simdnorm::isa i) {
     std::uint32_t seed = 1;
-    for (ch_op op : {ch_op::bn_inference, ch_op::bn_training, ch_op::group_norm,
-                     ch_op::instance_norm})
+    for (ch_op op :
+         {ch_op::bn_inference, ch_op::bn_training, ch_op::group_norm, ch_op::instance_norm})
       for (auto layout : {simdnorm::channel_layout::nchw, simdnorm::channel_layout::nhwc})
         for (dtype yt : {dtype::i8, dtype::u8, dtype::f8e4m3fn})
           for (auto scaling : {quant_scaling::per_tensor, quant_scaling::per_channel})

@@ -1,9 +1,9 @@
 /* simdnorm: the element types of x and y, written once.
  *
- * f32, bf16 and f16 are the types of x and y. i8 (int8) and f8e4m3fn (OCP FP8 E4M3FN: 1 sign,
- * 4 exponent bits with bias 7, 3 mantissa bits, no Inf, NaN S.1111.111, largest 448) are output
- * types: the y of LayerNorm and RMSNorm (quantized with a scale, see simdnorm::quant_params)
- * and either side of simdnorm::convert.
+ * f32, bf16 and f16 are the types of x and y. i8 (int8), u8 (uint8) and f8e4m3fn (OCP FP8
+ * E4M3FN: 1 sign, 4 exponent bits with bias 7, 3 mantissa bits, no Inf, NaN S.1111.111, largest
+ * 448) are output types: the y of LayerNorm and RMSNorm (quantized with a scale, see
+ * simdnorm::quant_params) and either side of simdnorm::convert.
  *
  * The C++ and C enums, dtype_name / dtype_size and the kernel tables' type axes come from this
  * table. Statistics, parameters (gamma, beta), mean / rstd outputs and running statistics are
@@ -23,6 +23,7 @@
   X(bf16, BF16, 1, 2)          \
   X(f16, F16, 2, 2)            \
   X(i8, I8, 3, 1)              \
-  X(f8e4m3fn, F8E4M3FN, 4, 1)
+  X(f8e4m3fn, F8E4M3FN, 4, 1)  \
+  X(u8, U8, 5, 1)
 
 #endif /* SIMDNORM_DTYPE_LIST_H */

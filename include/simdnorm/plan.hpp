@@ -83,41 +83,61 @@ struct moments {
 SIMDNORM_EXPORT status merge_moments(const moments* parts, std::size_t num_parts, std::size_t n,
                                      moments* out) noexcept;
 
-/// How LayerNorm and RMSNorm scale y into an 8-bit y (the y descriptor's type is dtype::i8 or
-/// dtype::f8e4m3fn): y is computed in f32 as for a float output, then
-/// q = convert(y * inv_scale), inv_scale = 1 / scale rounded once in f32 (PyTorch's and vLLM's
-/// quantizers multiply by the inverse scale too; ONNX QuantizeLinear divides, which can differ
-/// by one code where y / scale is within an ulp of a rounding boundary). The conversion rounds
-/// to nearest even and saturates: i8 to [-128, 127], f8e4m3fn to +-448 (OCP E4M3FN).
+/// How LayerNorm and RMSNorm scale y into an 8-bit y (the y descriptor's type is dtype::i8,
+/// dtype::u8 or dtype::f8e4m3fn): y is computed in f32 as for a float output, then
+/// q = convert(y * inv_scale) (+ zero point), inv_scale = 1 / scale rounded once in f32 (PyTorch's
+/// and vLLM's quantizers multiply by the inverse scale too; ONNX QuantizeLinear divides, which can
+/// differ by one code where y / scale is within an ulp of a rounding boundary). The conversion
+/// rounds to nearest even and saturates: i8 to [-128, 127], u8 to [0, 255], f8e4m3fn to +-448
+/// (OCP E4M3FN). A dynamic scale that would be positive but below FLT_MIN is FLT_MIN, so that
+/// 1 / scale is finite (y within 255 FLT_MIN of 0: the codes step by FLT_MIN).
 enum class quant_scaling : int {
-  /// Symmetric, one scale per row or per block of `quant_params::block` elements:
-  /// scale = amax / qmax (qmax = 127 for i8, 448 for f8e4m3fn; amax = max |y| over the row or
-  /// block), written to quantized_outputs::y_scale; q in [-127, 127] (i8). amax = 0 gives scale 0
-  /// and
-  /// code 0 throughout; an amax that is not finite (a NaN or Inf in y) gives scale NaN or +Inf
-  /// and the NaN code throughout (i8: 0, f8e4m3fn: 0x7f). (vLLM's dynamic per-token int8 and
-  /// fp8 quantization; ggml's q8_0 with block = 32.)
+  /// Symmetric, one scale per row or per block of `quant_params::block` elements (i8,
+  /// f8e4m3fn): scale = amax / qmax (qmax = 127 for i8, 448 for f8e4m3fn; amax = max |y| over
+  /// the row or block), written to quantized_outputs::y_scale; q in [-127, 127] (i8). amax = 0
+  /// gives scale 0 and code 0 throughout; an amax that is not finite (a NaN or Inf in y) gives
+  /// scale NaN or +Inf and the NaN code throughout (i8: 0, f8e4m3fn: 0x7f). (vLLM's dynamic
+  /// per-token int8 and fp8 quantization; ggml's q8_0 with block = 32.)
   dynamic = 0,
   /// Static: q = sat(rne(y * (1 / scale)) + zero_point) with quant_params::scale and
-  /// zero_point for the whole tensor (oneDNN's and PyTorch's quantized norms); NaN gives
-  /// code 0 (i8) or 0x7f (f8e4m3fn).
+  /// zero_point for the whole tensor (oneDNN's and PyTorch's quantized norms: PyTorch's quint8
+  /// is a u8 y); NaN gives code 0 (i8, u8) or 0x7f (f8e4m3fn).
   per_tensor = 1,
+  /// Asymmetric, one scale and zero point per row or block (i8, u8), as ONNX
+  /// DynamicQuantizeLinear (u8) and KleidiAI's per-row int8 packing define them: the range
+  /// [lo, hi] = [min(0, min y), max(0, max y)] maps onto the 256 codes from qmin (-128 for i8, 0
+  /// for u8): scale = (hi - lo) / 255, zero_point = sat(rne(qmin - lo / scale)),
+  /// q = sat(rne(y * (1 / scale)) + zero_point). Scales go to quantized_outputs::y_scale and zero
+  /// points to y_zero_point. A row or block of zeros gets scale 1 and q = zero_point (ONNX
+  /// Runtime's choice: never a division by 0). One with a NaN or Inf gets scale NaN or +Inf,
+  /// zero point 0 and code 0 throughout, so that it dequantizes to NaN.
+  dynamic_asymmetric = 2,
+  /// Static, one scale and zero point per channel of a BatchNorm, GroupNorm or InstanceNorm y
+  /// (quant_params::channel_scales and channel_zero_points): q = sat(rne(y * (1 / scale[c])) +
+  /// zero_point[c]) as per_tensor, channel by channel (oneDNN's per-channel output scales).
+  per_channel = 3,
 };
 
-/// Quantized outputs and the amax side output of LayerNorm and RMSNorm (docs/fusions.md).
-/// Plans with an 8-bit y or row_amax keep every row whole in one task (no split statistics:
+/// Quantized outputs and the amax side output of LayerNorm and RMSNorm (docs/fusions.md), and
+/// the static 8-bit y of BatchNorm, GroupNorm and InstanceNorm (per_tensor, per_channel). Row
+/// plans with an 8-bit y or row_amax keep every row whole in one task (no split statistics:
 /// stats_stage::full only).
 struct quant_params {
   quant_scaling scaling = quant_scaling::dynamic;
-  /// dynamic: elements per scale along the row; 0: one scale per row. Otherwise 32..256 and a
-  /// divisor of the row length; the scales are (rows, row length / block), row-major.
+  /// dynamic and dynamic_asymmetric: elements per scale along the row; 0: one scale per row.
+  /// Otherwise 32..256 and a divisor of the row length; the scales are (rows, row length /
+  /// block), row-major.
   int block = 0;
   float scale = 1.f;   ///< per_tensor: finite and > 0
-  int zero_point = 0;  ///< per_tensor: in [-128, 127] for i8; 0 for f8e4m3fn
+  int zero_point = 0;  ///< per_tensor: in [-128, 127] for i8, [0, 255] for u8, 0 for f8e4m3fn
   /// Writes max |y| of each row (of y in f32, before its rounding into y's type; rounding is
   /// monotonic, so rounded it is the amax of y as stored) to quantized_outputs::amax, whatever y's
   /// type: the "current scaling" input of a downstream fp8 quantizer. NaN in y gives NaN.
   bool row_amax = false;
+  /// per_channel: C scales (each finite, > 0, with a finite inverse) and C zero points (null: all
+  /// 0; the ranges of `zero_point`), read only while the plan is made.
+  const float* channel_scales = nullptr;
+  const std::int32_t* channel_zero_points = nullptr;
 };
 
 /// LayerNorm over the trailing `normalized_ndim` dims:
@@ -242,6 +262,10 @@ struct batch_norm_params {
   /// (their count, not this part's, enters the unbiased variance) and increments the batch
   /// counter, so every process that applies the same records keeps the same running state.
   stats_stage stage = stats_stage::full;
+  /// An 8-bit y (i8, u8, f8e4m3fn): quant.scaling per_tensor or per_channel, folded (in double)
+  /// into each channel's scale and shift. With fuse_relu every zero point must be the type's
+  /// lowest code (u8 0, i8 -128), where the saturation is the ReLU; not with f8e4m3fn.
+  quant_params quant;
 };
 
 /// GroupNorm: statistics per (n, group) over the group's C / num_groups channels and every
@@ -259,6 +283,7 @@ struct group_norm_params {
   bool per_group_affine = false;
   store_policy stores = store_policy::automatic;
   stats_stage stage = stats_stage::full;  ///< split statistics: one record per (n, group)
+  quant_params quant;  ///< an 8-bit y: as batch_norm_params::quant, scales per channel c
 };
 
 /// InstanceNorm: statistics per (n, c) over the spatial dims (biased variance);
@@ -270,6 +295,7 @@ struct instance_norm_params {
   float eps = 1e-5f;  ///< finite and >= 0
   store_policy stores = store_policy::automatic;
   stats_stage stage = stats_stage::full;  ///< split statistics: one record per (n, c)
+  quant_params quant;                     ///< an 8-bit y: as batch_norm_params::quant
 };
 
 /// ONNX MeanVarianceNormalization: y = (x - mean) / (sqrt(var) + eps) with mean and biased
@@ -336,9 +362,13 @@ struct residual_operands {
 
 /// The outputs of a LayerNorm or RMSNorm plan with an 8-bit y or quant_params::row_amax.
 struct quantized_outputs {
-  /// Written with an 8-bit y and quant_scaling::dynamic: rows * (row length / block) floats
-  /// (block 0: one per row), row-major. Required there, refused elsewhere.
+  /// Written with an 8-bit y and dynamic scaling (quant_scaling::dynamic or dynamic_asymmetric):
+  /// rows * (row length / block) floats (block 0: one per row), row-major. Required there,
+  /// refused elsewhere.
   float* y_scale = nullptr;
+  /// Written with quant_scaling::dynamic_asymmetric: the zero point of each scale, same layout.
+  /// Required there, refused elsewhere.
+  std::int32_t* y_zero_point = nullptr;
   /// Written with quant_params::row_amax: one float per row. Required there, refused elsewhere.
   float* amax = nullptr;
 };

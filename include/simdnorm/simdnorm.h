@@ -171,6 +171,9 @@ SIMDNORM_EXPORT simdnorm_status simdnorm_merge_moments(const simdnorm_moments* p
 typedef enum simdnorm_quant_scaling {
   SIMDNORM_QUANT_DYNAMIC = 0, /**< scale = amax / qmax per row or block, into args.quant.y_scale */
   SIMDNORM_QUANT_PER_TENSOR = 1, /**< static scale and zero point */
+  /** (hi - lo) / 255 and a zero point per row or block, into args.quant.y_scale, y_zero_point */
+  SIMDNORM_QUANT_DYNAMIC_ASYMMETRIC = 2,
+  SIMDNORM_QUANT_PER_CHANNEL = 3, /**< channel ops: quant.channel_scales, channel_zero_points */
   SIMDNORM_QUANT_MAX_ENUM = 0x7FFFFFFF
 } simdnorm_quant_scaling;
 
@@ -179,8 +182,10 @@ typedef struct simdnorm_quant_params {
   simdnorm_quant_scaling scaling; /**< default SIMDNORM_QUANT_DYNAMIC */
   int32_t block;                  /**< dynamic: elements per scale, 0 = per row; default 0 */
   float scale;                    /**< per tensor: finite, > 0; default 1 */
-  int32_t zero_point;             /**< per tensor, i8: in [-128, 127]; default 0 */
+  int32_t zero_point;             /**< per tensor: i8 [-128, 127], u8 [0, 255]; default 0 */
   int32_t row_amax;               /**< nonzero: max |y| per row into args.quant.amax; default 0 */
+  const float* channel_scales;    /**< per channel: [C], read while the plan is made */
+  const int32_t* channel_zero_points; /**< per channel: [C] or NULL (0) */
 } simdnorm_quant_params;
 
 /** LayerNorm over the trailing `normalized_ndim` dims (see simdnorm::layer_norm_params). */
@@ -191,7 +196,7 @@ typedef struct simdnorm_layer_norm_params {
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
   float weight_offset;          /**< gamma_eff = gamma + weight_offset; default 0 */
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
-  simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
+  simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _U8, _F8E4M3FN), amax output */
   int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
 } simdnorm_layer_norm_params;
 
@@ -202,7 +207,7 @@ typedef struct simdnorm_rms_norm_params {
   simdnorm_store_policy stores; /**< default SIMDNORM_STORES_AUTOMATIC */
   float weight_offset;          /**< gamma_eff = gamma + weight_offset (Gemma: 1); default 0 */
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
-  simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _F8E4M3FN) and amax output */
+  simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _U8, _F8E4M3FN), amax output */
   int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
   int32_t gate_before_norm;     /**< nonzero: y = rms_norm(x * silu(gate)) * gamma; default 0 */
 } simdnorm_rms_norm_params;
@@ -244,8 +249,9 @@ typedef struct simdnorm_batch_norm_params {
   const float* beta;              /**< inference: [C] or NULL (0) */
   float momentum;                 /**< training: in [0, 1]; default 0.1 */
   simdnorm_momentum_convention convention; /**< training: default SIMDNORM_MOMENTUM_PYTORCH */
-  int32_t cumulative;         /**< training: nonzero: cumulative average (momentum=None) */
-  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
+  int32_t cumulative;          /**< training: nonzero: cumulative average (momentum=None) */
+  simdnorm_stats_stage stage;  /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_quant_params quant; /**< 8-bit y: SIMDNORM_QUANT_PER_TENSOR or _PER_CHANNEL */
 } simdnorm_batch_norm_params;
 
 /** GroupNorm (see simdnorm::group_norm_params). */
@@ -255,7 +261,8 @@ typedef struct simdnorm_group_norm_params {
   float eps;                      /**< default 1e-5 */
   int32_t per_group_affine;       /**< nonzero: gamma and beta have num_groups entries */
   simdnorm_store_policy stores;
-  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_stats_stage stage;  /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_quant_params quant; /**< 8-bit y: as simdnorm_batch_norm_params */
 } simdnorm_group_norm_params;
 
 /** InstanceNorm, ndim >= 3 (see simdnorm::instance_norm_params). */
@@ -263,7 +270,8 @@ typedef struct simdnorm_instance_norm_params {
   simdnorm_channel_layout layout; /**< default SIMDNORM_NCHW */
   float eps;                      /**< default 1e-5 */
   simdnorm_store_policy stores;
-  simdnorm_stats_stage stage; /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_stats_stage stage;  /**< default SIMDNORM_STAGE_FULL */
+  simdnorm_quant_params quant; /**< 8-bit y: as simdnorm_batch_norm_params */
 } simdnorm_instance_norm_params;
 
 /** ONNX MeanVarianceNormalization (see simdnorm::mean_variance_norm_params for the axes). */
@@ -303,8 +311,9 @@ typedef struct simdnorm_residual_operands {
 
 /** LayerNorm and RMSNorm with an 8-bit y or quant.row_amax. */
 typedef struct simdnorm_quantized_outputs {
-  float* y_scale; /**< 8-bit y, dynamic scaling: rows * (row length / block) scales out */
-  float* amax;    /**< with quant.row_amax: max |y| per row out */
+  float* y_scale;        /**< 8-bit y, dynamic scaling: rows * (row length / block) scales */
+  float* amax;           /**< with quant.row_amax: max |y| per row out */
+  int32_t* y_zero_point; /**< dynamic asymmetric scaling: a zero point per scale out */
 } simdnorm_quantized_outputs;
 
 /** adaLN modulation, with params.modulation_tokens = T: y = norm(x) * (1 + scale) + shift,

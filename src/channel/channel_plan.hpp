@@ -66,9 +66,14 @@ struct channel_norm_plan final : plan_impl {
   float eps = 0.f;
   bool relu = false, stream = false;
   bool per_group_affine = false;
-  std::int64_t kept_channels = 1;       ///< C of the tensor (gamma index = channel % this)
-  running_rule running;                 ///< BatchNorm training
-  std::vector<float> folded;            ///< BatchNorm inference: scale[C] then shift[C]
+  std::int64_t kept_channels = 1;  ///< C of the tensor (gamma index = channel % this)
+  running_rule running;            ///< BatchNorm training
+  std::vector<float> folded;       ///< BatchNorm inference: scale[C] then shift[C]
+  /// An 8-bit y: each channel's static quantization (folded into its scale and shift); empty
+  /// for a float y. `quant_varies`: the channels' values differ (GroupNorm then folds per
+  /// channel, not per group).
+  std::vector<output_quant> quant;
+  bool quant_varies = false;
   channel_kernels ck;                   ///< for x's and y's element types
   std::int64_t x_elem = 4, y_elem = 4;  ///< bytes per element of x and y
   // aliasing
@@ -121,10 +126,16 @@ struct channel_norm_plan final : plan_impl {
     return per_group_affine ? ch / g.group : ch;
   }
 
+  /// The static quantization of channel `ch`, or null for a float y (quant has C entries: set
+  /// before kept_channels, for BatchNorm inference's fold at creation).
+  const output_quant* quant_of(std::int64_t ch) const {
+    return quant.empty() ? nullptr : &quant[std::size_t(ch) % quant.size()];
+  }
+
   /// center, scale, shift of one plane or channel: y = (x - center) * scale + shift.
   void fold(const unit_stats& s, std::int64_t ch, const call_args& a, float* c, float* sc,
             float* sh) const {
-    fold_unit(s, a.gamma, a.beta, affine_index(ch), c, sc, sh);
+    fold_unit(s, a.gamma, a.beta, affine_index(ch), quant_of(ch), c, sc, sh);
   }
 
   /// Saved outputs and, for BatchNorm training, the running statistics of unit q, whose

@@ -3,6 +3,7 @@
 #include "make_plan.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 
 namespace simdnorm::detail::channel {
@@ -92,11 +93,12 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
                          std::shared_ptr<channel_norm_plan> p, const int* kd, int nk,
                          std::int64_t kept_channels, std::int64_t group, plan* out) {
   const char* name = op_name(p->op);
-  if (dtype_size(x.type) == 1 || dtype_size(y.type) == 1)
+  if (dtype_size(y.type) == 1 && p->quant.empty())
     return status::error(status_code::unsupported_dtype,
-                         "%s: x is %s and y is %s; the channel ops take f32, bf16 or f16 (the "
-                         "8-bit types are outputs of layer_norm and rms_norm)",
-                         name, dtype_name(x.type), dtype_name(y.type));
+                         "%s: y is %s; the channel ops write f32, bf16 or f16, or an 8-bit y with "
+                         "static scales (batch_norm, group_norm and instance_norm: quant_params "
+                         "per_tensor or per_channel)",
+                         name, dtype_name(y.type));
   const kernel_table& kt = *p->kernels;
   const std::size_t xt = std::size_t(x.type), yt = std::size_t(y.type);
   p->ck = {kt.segment_moments[xt], kt.column_moments[xt], kt.plane_affine[xt][yt],
@@ -158,6 +160,11 @@ status common_checks(const tensor_desc& x, const tensor_desc& y, float eps, stor
   if (!s) return s;
   if (!(s = check_tensor(y, "y"))) return s;
   if (!(s = check_same_shape(x, y))) return s;
+  if (dtype_size(x.type) == 1)
+    return status::error(status_code::unsupported_dtype,
+                         "%s: x is %s; the channel ops read f32, bf16 or f16 (8-bit types are "
+                         "outputs)",
+                         name, dtype_name(x.type));
   if (x.ndim < min_ndim)
     return status::error(status_code::invalid_argument, "%s: x.ndim=%d must be at least %d", name,
                          x.ndim, min_ndim);
@@ -186,6 +193,72 @@ std::shared_ptr<channel_norm_plan> new_plan(op_id api_op, ch_op op, status* s) {
   p->op_kind = api_op;
   p->op = op;
   return p;
+}
+
+status set_quant(channel_norm_plan& p, const quant_params& q, const tensor_desc& y, std::int64_t C,
+                 bool relu) {
+  const char* name = op_name(p.op);
+  if (dtype_size(y.type) != 1) {
+    if (q.scaling != quant_scaling::dynamic || q.block != 0 || q.row_amax || q.channel_scales ||
+        q.channel_zero_points)
+      return status::error(status_code::invalid_argument,
+                           "%s: quant applies to an 8-bit y (i8, u8, f8e4m3fn), y is %s", name,
+                           dtype_name(y.type));
+    return {};
+  }
+  const bool per_channel = q.scaling == quant_scaling::per_channel;
+  if (!per_channel && q.scaling != quant_scaling::per_tensor)
+    return status::error(status_code::invalid_argument,
+                         "%s: y %s needs static scales: quant.scaling per_tensor or per_channel "
+                         "(dynamic scales are layer_norm's and rms_norm's)",
+                         name, dtype_name(y.type));
+  if (q.block != 0 || q.row_amax)
+    return status::error(status_code::invalid_argument,
+                         "%s: quant.block and quant.row_amax are the row ops' (layer_norm, "
+                         "rms_norm)",
+                         name);
+  if (per_channel && q.channel_scales == nullptr)
+    return status::error(status_code::invalid_argument,
+                         "%s: quant.channel_scales is null: per_channel scaling reads C=%lld "
+                         "scales there",
+                         name, static_cast<long long>(C));
+  const int lo = y.type == dtype::i8 ? -128 : 0;
+  const int hi = y.type == dtype::i8 ? 127 : y.type == dtype::u8 ? 255 : 0;
+  if (relu && y.type == dtype::f8e4m3fn)
+    return status::error(status_code::invalid_argument,
+                         "%s: fuse_relu with y f8e4m3fn is not supported (an integer y whose "
+                         "zero points are its lowest code is: the saturation is the ReLU)",
+                         name);
+  try {
+    p.quant.resize(std::size_t(C));
+  } catch (...) {
+    return status::error(status_code::out_of_memory, "%s: cannot allocate the plan", name);
+  }
+  for (std::int64_t c = 0; c < C; ++c) {
+    const float scale = per_channel ? q.channel_scales[c] : q.scale;
+    const int zp = !per_channel            ? q.zero_point
+                   : q.channel_zero_points ? q.channel_zero_points[c]
+                                           : 0;
+    if (!(scale > 0.f && scale <= FLT_MAX) || !(1.f / scale <= FLT_MAX))
+      return status::error(status_code::invalid_argument,
+                           "%s: quant scale of channel %lld = %g must be finite, > 0 and have a "
+                           "finite inverse",
+                           name, static_cast<long long>(c), double(scale));
+    if (zp < lo || zp > hi)
+      return status::error(status_code::invalid_argument,
+                           "%s: quant zero point of channel %lld = %d must be in [%d, %d] for y %s",
+                           name, static_cast<long long>(c), zp, lo, hi, dtype_name(y.type));
+    if (relu && zp != lo)
+      return status::error(status_code::invalid_argument,
+                           "%s: fuse_relu with y %s needs every zero point at %d (the saturation "
+                           "is the ReLU); channel %lld has %d",
+                           name, dtype_name(y.type), lo, static_cast<long long>(c), zp);
+    p.quant[std::size_t(c)] = {double(1.f / scale), double(zp)};
+    if (c > 0 && (p.quant[std::size_t(c)].inv != p.quant[0].inv ||
+                  p.quant[std::size_t(c)].zero_point != p.quant[0].zero_point))
+      p.quant_varies = true;
+  }
+  return {};
 }
 
 bool streaming(store_policy sp, const tensor_desc& x, const tensor_desc& y) {

@@ -24,6 +24,12 @@ status check_layout(channel_layout l, const char* name);
 /// set.
 std::shared_ptr<channel_norm_plan> new_plan(op_id api_op, ch_op op, status* s);
 
+/// Checks the quantization parameters against y's type, the C channels and the fused ReLU, and
+/// with an 8-bit y sets p.quant (the folded inverse scales and zero points); refuses them with
+/// a float y.
+status set_quant(channel_norm_plan& p, const quant_params& q, const tensor_desc& y, std::int64_t C,
+                 bool relu);
+
 /// Whether y is written with streaming stores under policy `sp` (y has x's shape; f32 y only).
 bool streaming(store_policy sp, const tensor_desc& x, const tensor_desc& y);
 

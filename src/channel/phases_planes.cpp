@@ -32,10 +32,10 @@ part_range channel_norm_plan::part_of(std::size_t j, std::size_t n) const {
   return {k, k + 1, piece_bound(g.len, i, ps), piece_bound(g.len, i + 1, ps)};
 }
 
-/// GroupNorm with per-channel gamma or beta: each segment (channel) of a unit has its own
-/// (center, scale, shift).
+/// GroupNorm with per-channel gamma or beta, or per-channel quantization that differs between
+/// channels: each segment (channel) of a unit has its own (center, scale, shift).
 bool channel_norm_plan::per_segment_affine(const call_args& a) const {
-  return g.group > 1 && !per_group_affine && (a.gamma || a.beta);
+  return g.group > 1 && (quant_varies || (!per_group_affine && (a.gamma || a.beta)));
 }
 
 /// Normalizes segments [k0, k1) x [s0, s1) of unit q with its statistics.

@@ -58,15 +58,28 @@ inline unit_stats unit_stats_of(const moments_f64& m, std::size_t n, float eps,
   return s;
 }
 
+/// The static quantization of an 8-bit y's channel, folded into its scale and shift: the
+/// kernel's value is y * inv + zero_point, which the 8-bit store rounds and saturates.
+struct output_quant {
+  double inv = 1.0;  ///< 1 / scale rounded once in f32 (the row ops' and PyTorch's inverse)
+  double zero_point = 0.0;
+};
+
 /// center, scale, shift of one plane or channel, with gamma[i] and beta[i] (either may be
-/// null): y = (x - center) * scale + shift. The shift absorbs the rounding of the center.
+/// null): y = (x - center) * scale + shift. The shift absorbs the rounding of the center. With
+/// q (an 8-bit y), scale and shift are those of y * q.inv + q.zero_point, rounded once.
 inline void fold_unit(const unit_stats& s, const float* gamma, const float* beta, std::int64_t i,
-                      float* c, float* sc, float* sh) {
-  const double scale = s.rstd * (gamma ? double(gamma[i]) : 1.0);
+                      const output_quant* q, float* c, float* sc, float* sh) {
+  double scale = s.rstd * (gamma ? double(gamma[i]) : 1.0);
   const float center = float(s.mean);
+  double shift = (beta ? double(beta[i]) : 0.0) - (s.mean - double(center)) * scale;
+  if (q) {
+    scale *= q->inv;
+    shift = shift * q->inv + q->zero_point;
+  }
   *c = center;
   *sc = float(scale);
-  *sh = float((beta ? double(beta[i]) : 0.0) - (s.mean - double(center)) * scale);
+  *sh = float(shift);
 }
 
 /// BatchNorm's rule for the running statistics (batch_norm_params).
@@ -95,13 +108,18 @@ inline void update_running(const running_rule& r, const std::int64_t* num_batche
 }
 
 /// BatchNorm inference of channel c folded in double from bp's gamma, beta (either may be
-/// null) and running statistics: y = x * scale + shift.
-inline void fold_inference(const batch_norm_params& bp, std::int64_t c, float* scale,
-                           float* shift) {
-  const double s = (bp.gamma ? double(bp.gamma[c]) : 1.0) /
-                   std::sqrt(double(bp.running_var[c]) + double(bp.eps));
+/// null) and running statistics: y = x * scale + shift (with q, as fold_unit).
+inline void fold_inference(const batch_norm_params& bp, std::int64_t c, const output_quant* q,
+                           float* scale, float* shift) {
+  double s = (bp.gamma ? double(bp.gamma[c]) : 1.0) /
+             std::sqrt(double(bp.running_var[c]) + double(bp.eps));
+  double t = (bp.beta ? double(bp.beta[c]) : 0.0) - double(bp.running_mean[c]) * s;
+  if (q) {
+    s *= q->inv;
+    t = t * q->inv + q->zero_point;
+  }
   *scale = float(s);
-  *shift = float((bp.beta ? double(bp.beta[c]) : 0.0) - double(bp.running_mean[c]) * s);
+  *shift = float(t);
 }
 
 }  // namespace simdnorm::detail::channel

@@ -54,7 +54,8 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
   if (!p) return s;
   p->eps = bp.eps;
   p->stage = bp.stage;
-  p->relu = bp.fuse_relu;
+  if (!(s = set_quant(*p, bp.quant, y, C, bp.fuse_relu))) return s;
+  p->relu = bp.fuse_relu && p->quant.empty();  // an 8-bit y's saturation is its ReLU
   p->stream = streaming(bp.stores, x, y);
   p->running.momentum = double(bp.momentum);
   p->running.convention = bp.convention;
@@ -66,7 +67,8 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
       return status::error(status_code::out_of_memory, "batch_norm: cannot allocate the plan");
     }
     for (std::int64_t c = 0; c < C; ++c)
-      fold_inference(bp, c, &p->folded[std::size_t(c)], &p->folded[std::size_t(C + c)]);
+      fold_inference(bp, c, p->quant_of(c), &p->folded[std::size_t(c)],
+                     &p->folded[std::size_t(C + c)]);
   }
   const int kd[1] = {ca};
   return make_channel_plan(x, y, std::move(p), kd, 1, C, 1, out);

@@ -8,7 +8,8 @@ namespace {
 
 status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layout layout,
                        std::int64_t groups, bool per_group, float eps, store_policy stores,
-                       stats_stage stage, int min_ndim, op_id api_op, plan* out) {
+                       stats_stage stage, const quant_params& quant, int min_ndim, op_id api_op,
+                       plan* out) {
   const char* name = op_name(api_op);
   status s = common_checks(x, y, eps, stores, min_ndim, name, out);
   if (!s) return s;
@@ -26,6 +27,7 @@ status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layou
   p->stage = stage;
   p->stream = streaming(stores, x, y);
   p->per_group_affine = per_group;
+  if (!(s = set_quant(*p, quant, y, C, false))) return s;
   const int kd[2] = {0, ca};
   return make_channel_plan(x, y, std::move(p), kd, 2, C, C / groups, out);
 }
@@ -35,9 +37,9 @@ status make_group_norm(const tensor_desc& x, const tensor_desc& y, channel_layou
 
 status plan::group_norm(const tensor_desc& x, const tensor_desc& y, const group_norm_params& params,
                         plan* out) noexcept {
-  return detail::channel::make_group_norm(x, y, params.layout, params.num_groups,
-                                          params.per_group_affine, params.eps, params.stores,
-                                          params.stage, 2, detail::op_id::group_norm, out);
+  return detail::channel::make_group_norm(
+      x, y, params.layout, params.num_groups, params.per_group_affine, params.eps, params.stores,
+      params.stage, params.quant, 2, detail::op_id::group_norm, out);
 }
 
 status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
@@ -46,7 +48,8 @@ status plan::instance_norm(const tensor_desc& x, const tensor_desc& y,
   const int ca = params.layout == channel_layout::nchw ? 1 : x.ndim - 1;
   const std::int64_t C = x.ndim >= 2 && x.ndim <= max_dims ? x.shape[ca] : 1;
   return detail::channel::make_group_norm(x, y, params.layout, C, false, params.eps, params.stores,
-                                          params.stage, 3, detail::op_id::instance_norm, out);
+                                          params.stage, params.quant, 3,
+                                          detail::op_id::instance_norm, out);
 }
 
 }  // namespace simdnorm

@@ -14,8 +14,8 @@
 // tests/test_convert.cpp checks every one of the 65536 16-bit patterns and rounding cases of
 // f32 against the one-element reference on each ISA.
 // The 8-bit output types (quantized y, after the kernel's scaling; tests/test_quantize.cpp):
-// i8 rounds to nearest even and saturates to [-128, 127], NaN to 0; f8e4m3fn (OCP E4M3FN)
-// rounds to nearest even and saturates to +-448 (Inf too), NaN to 0x7f, subnormals kept.
+// i8 and u8 round to nearest even and saturate to [-128, 127] and [0, 255], NaN to 0; f8e4m3fn (OCP
+// E4M3FN) rounds to nearest even and saturates to +-448 (Inf too), NaN to 0x7f, subnormals kept.
 // Their loads are exact (convert only: the row ops never read them).
 
 template <class V>
@@ -120,12 +120,15 @@ SIMDNORM_ALWAYS_INLINE V clamp_keep_nan(const V& v, float lo, float hi) {
 }
 
 inline float to_f32(i8_t v) { return float(v.v); }
+inline float to_f32(u8_t v) { return float(v.v); }
 
-inline i8_t to_i8(float f) {
-  const scalar_vector t = clamp_keep_nan(scalar_vector(f), -128.f, 127.f);
-  const float r = t.v <= 127.f ? round_even(t).v : 0.f;  // NaN -> 0
-  return {std::int8_t(int(r))};
+/// f32 -> the integer code nearest to it in [lo, hi] (ties to even); NaN -> 0.
+inline int to_int_code(float f, float lo, float hi) {
+  const scalar_vector t = clamp_keep_nan(scalar_vector(f), lo, hi);
+  return int(t.v <= hi ? round_even(t).v : 0.f);
 }
+inline i8_t to_i8(float f) { return {std::int8_t(to_int_code(f, -128.f, 127.f))}; }
+inline u8_t to_u8(float f) { return {std::uint8_t(to_int_code(f, 0.f, 255.f))}; }
 
 inline float to_f32(f8e4m3fn_t h) {
   const std::uint32_t sign = std::uint32_t(h.bits & 0x80u) << 24;
@@ -160,6 +163,8 @@ inline T from_f32(float f) {
     return to_f16(f);
   else if constexpr (std::is_same_v<T, i8_t>)
     return to_i8(f);
+  else if constexpr (std::is_same_v<T, u8_t>)
+    return to_u8(f);
   else
     return to_f8e4m3fn(f);
 }
@@ -254,12 +259,12 @@ SIMDNORM_ALWAYS_INLINE void narrow_u8(std::uint8_t* p, const VI& v) {
   }
 }
 
-/// W floats -> W int8 codes, as to_i8 lane by lane.
+/// W floats -> W integer codes in [lo, hi], as to_int_code lane by lane (to_i8, to_u8).
 template <class V>
-SIMDNORM_ALWAYS_INLINE void store_i8(i8_t* p, const V& v) {
-  const V t = clamp_keep_nan(v, -128.f, 127.f);
-  const V r = select(t <= V(127.f), round_even(t), V(0.f));
-  narrow_u8(reinterpret_cast<std::uint8_t*>(p), xsimd::to_int(r));
+SIMDNORM_ALWAYS_INLINE void store_int_codes(void* p, const V& v, float lo, float hi) {
+  const V t = clamp_keep_nan(v, lo, hi);
+  const V r = select(t <= V(hi), round_even(t), V(0.f));
+  narrow_u8(static_cast<std::uint8_t*>(p), xsimd::to_int(r));
 }
 
 /// W floats -> W E4M3FN codes, as to_f8e4m3fn lane by lane.
@@ -312,6 +317,10 @@ struct io {
   static V load(const f8e4m3fn_t* p) {
     return load_8bit<V>(p);
   }
+  template <class V>
+  static V load(const u8_t* p) {
+    return load_8bit<V>(p);
+  }
   template <class T>
   static float load1(const T* p) {
     return to_f32(*p);
@@ -339,7 +348,14 @@ struct io {
     if constexpr (V::size == 1)
       *p = to_i8(v.v);
     else
-      store_i8<V>(p, v);
+      store_int_codes<V>(p, v, -128.f, 127.f);
+  }
+  template <class V>
+  static void store(u8_t* p, const V& v) {
+    if constexpr (V::size == 1)
+      *p = to_u8(v.v);
+    else
+      store_int_codes<V>(p, v, 0.f, 255.f);
   }
   template <class V>
   static void store(f8e4m3fn_t* p, const V& v) {
