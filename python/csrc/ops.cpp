@@ -508,26 +508,32 @@ Tensor rms_norm_gated(const Tensor& input, const Tensor& gate, const optional<Te
 // The 8-bit output types of the quantized ops: (simdnorm type, torch dtype of the codes).
 std::pair<simdnorm::dtype, at::ScalarType> quant_type(c10::string_view name, const char* op) {
   if (name == "int8") return {simdnorm::dtype::i8, at::kChar};
+  if (name == "uint8") return {simdnorm::dtype::u8, at::kByte};
   if (name == "float8_e4m3fn") return {simdnorm::dtype::f8e4m3fn, at::kByte};
   TORCH_CHECK(false, "simdnorm.", op, ": dtype='", std::string(name.data(), name.size()),
-              "' is not supported; use 'int8' or 'float8_e4m3fn' (codes returned as uint8)");
+              "' is not supported; use 'int8', 'uint8' or 'float8_e4m3fn' (fp8 codes returned as "
+              "uint8)");
 }
 
-// LayerNorm / RMSNorm over the last dim into int8 or fp8 e4m3fn codes with dynamic symmetric
-// scales per row (block 0) or per block of `block` elements: scale = amax(|y|) / qmax
-// (127, 448), q = convert(y * (1 / scale)). Optionally with the residual add first
-// (residual <- input + residual (+ residual_bias), normalized as stored) and, for RMSNorm, the
-// gate. Returns (q, scales), q contiguous, scales float32 of input.shape[:-1] (+ [D / block]).
+// The codes, and per row or block the scales and zero points (undefined where the scaling has
+// none).
+struct quantized {
+  Tensor q, scales, zero_points;
+};
+
+// LayerNorm / RMSNorm over the last dim into 8-bit codes with the scaling of `quant`
+// (simdnorm::quant_scaling: dynamic symmetric, dynamic asymmetric, static per tensor),
+// optionally with the residual add first (residual <- input + residual (+ residual_bias),
+// normalized as stored) and, for RMSNorm, the gate. q is contiguous; scales (float32) and zero
+// points (int32) have input.shape[:-1] (+ [D / block]).
 template <class Params>
-std::tuple<Tensor, Tensor> norm_quant(op_id id, const char* op, const Tensor& input,
-                                      const optional<Tensor>& weight, const optional<Tensor>& bias,
-                                      double eps, c10::string_view dtype, int64_t block,
-                                      const optional<Tensor>& residual,
-                                      const optional<Tensor>& residual_bias,
-                                      const optional<Tensor>& gate) {
+quantized norm_quant(op_id id, const char* op, const Tensor& input, const optional<Tensor>& weight,
+                     const optional<Tensor>& bias, double eps, c10::string_view dtype,
+                     const simdnorm::quant_params& quant, const optional<Tensor>& residual,
+                     const optional<Tensor>& residual_bias, const optional<Tensor>& gate) {
   check_last_dim_input(input, op);
   const auto type = quant_type(dtype, op);
-  const int64_t d = input.size(-1);
+  const int64_t d = input.size(-1), block = quant.block;
   TORCH_CHECK(block >= 0 && block <= d, "simdnorm.", op, ": block=", block,
               " must be 0 (one scale per row) or a divisor of the row length ", d, " in [32, 256]");
   const bool has_residual = residual.has_value() && residual->defined();
@@ -541,18 +547,21 @@ std::tuple<Tensor, Tensor> norm_quant(op_id id, const char* op, const Tensor& in
   }
   Params params;
   params.eps = static_cast<float>(eps);
-  params.quant.scaling = simdnorm::quant_scaling::dynamic;
-  params.quant.block = static_cast<int>(block);
-  Tensor q = at::empty(x.sizes(), x.options().dtype(type.second));
+  params.quant = quant;
+  quantized out;
+  out.q = at::empty(x.sizes(), x.options().dtype(type.second));
   std::vector<int64_t> scale_sizes(x.sizes().begin(), x.sizes().end() - 1);
   if (block > 0) scale_sizes.push_back(d / block);
-  Tensor scales = at::empty(scale_sizes, x.options().dtype(at::kFloat));
-  auto yd = desc_of(q);
+  if (quant.scaling != simdnorm::quant_scaling::per_tensor)
+    out.scales = at::empty(scale_sizes, x.options().dtype(at::kFloat));
+  if (quant.scaling == simdnorm::quant_scaling::dynamic_asymmetric)
+    out.zero_points = at::empty(scale_sizes, x.options().dtype(at::kInt));
+  auto yd = desc_of(out.q);
   yd.type = type.first;
   Tensor residual_bias32;
   const float* rb =
       param_ptr(residual_bias, x.scalar_type(), d, op, "residual_bias", &residual_bias32);
-  run_into(id, op, x, q, yd, params, row_extras(params), weight, bias, d, [&](auto& a) {
+  run_into(id, op, x, out.q, yd, params, row_extras(params), weight, bias, d, [&](auto& a) {
     if (has_residual) {
       a.residual = residual->data_ptr();
       a.residual_out = residual->data_ptr();
@@ -561,19 +570,53 @@ std::tuple<Tensor, Tensor> norm_quant(op_id id, const char* op, const Tensor& in
     if constexpr (std::is_base_of_v<simdnorm::gate_operand, std::decay_t<decltype(a)>>) {
       if (g.defined()) a.gate = g.data_ptr();
     }
-    a.y_scale = scales.data_ptr<float>();
+    if (out.scales.defined()) a.y_scale = out.scales.data_ptr<float>();
+    if (out.zero_points.defined()) a.y_zero_point = out.zero_points.data_ptr<int32_t>();
   });
-  return {q, scales};
+  return out;
 }
 
+simdnorm::quant_params dynamic_quant(simdnorm::quant_scaling scaling, int64_t block) {
+  simdnorm::quant_params q;
+  q.scaling = scaling;
+  q.block = static_cast<int>(block);
+  return q;
+}
+
+simdnorm::quant_params static_quant(double scale, int64_t zero_point) {
+  simdnorm::quant_params q;
+  q.scaling = simdnorm::quant_scaling::per_tensor;
+  q.scale = static_cast<float>(scale);
+  q.zero_point = static_cast<int>(zero_point);
+  return q;
+}
+
+quantized rms_norm_quantized(const char* op, const Tensor& x, const optional<Tensor>& weight,
+                             double eps, c10::string_view dtype, const simdnorm::quant_params& q,
+                             const optional<Tensor>& residual,
+                             const optional<Tensor>& residual_bias, const optional<Tensor>& gate) {
+  return norm_quant<simdnorm::rms_norm_params>(op_id::rms_norm, op, x, weight, c10::nullopt, eps,
+                                               dtype, q, residual, residual_bias, gate);
+}
+
+quantized layer_norm_quantized(const char* op, const Tensor& x, const optional<Tensor>& weight,
+                               const optional<Tensor>& bias, double eps, c10::string_view dtype,
+                               const simdnorm::quant_params& q, const optional<Tensor>& residual,
+                               const optional<Tensor>& residual_bias) {
+  return norm_quant<simdnorm::layer_norm_params>(op_id::layer_norm, op, x, weight, bias, eps, dtype,
+                                                 q, residual, residual_bias, c10::nullopt);
+}
+
+// Dynamic symmetric scales: (q, scales), scale = amax(|y|) / qmax (127, 448).
 std::tuple<Tensor, Tensor> rms_norm_quant(const Tensor& x, const optional<Tensor>& weight,
                                           double eps, c10::string_view dtype, int64_t block,
                                           const optional<Tensor>& residual,
                                           const optional<Tensor>& residual_bias,
                                           const optional<Tensor>& gate) {
-  return norm_quant<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm_quant", x, weight,
-                                               c10::nullopt, eps, dtype, block, residual,
-                                               residual_bias, gate);
+  const quantized o = rms_norm_quantized("rms_norm_quant", x, weight, eps, dtype,
+                                         dynamic_quant(simdnorm::quant_scaling::dynamic, block),
+                                         residual, residual_bias, gate);
+  return {o.q, o.scales};
 }
 
 std::tuple<Tensor, Tensor> layer_norm_quant(const Tensor& x, const optional<Tensor>& weight,
@@ -581,9 +624,53 @@ std::tuple<Tensor, Tensor> layer_norm_quant(const Tensor& x, const optional<Tens
                                             c10::string_view dtype, int64_t block,
                                             const optional<Tensor>& residual,
                                             const optional<Tensor>& residual_bias) {
-  return norm_quant<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm_quant", x, weight,
-                                                 bias, eps, dtype, block, residual, residual_bias,
-                                                 c10::nullopt);
+  const quantized o = layer_norm_quantized("layer_norm_quant", x, weight, bias, eps, dtype,
+                                           dynamic_quant(simdnorm::quant_scaling::dynamic, block),
+                                           residual, residual_bias);
+  return {o.q, o.scales};
+}
+
+// Dynamic asymmetric scales (ONNX DynamicQuantizeLinear per row or block): (q, scales, zero
+// points).
+std::tuple<Tensor, Tensor, Tensor> rms_norm_quant_asymmetric(
+    const Tensor& x, const optional<Tensor>& weight, double eps, c10::string_view dtype,
+    int64_t block, const optional<Tensor>& residual, const optional<Tensor>& residual_bias,
+    const optional<Tensor>& gate) {
+  const quantized o =
+      rms_norm_quantized("rms_norm_quant_asymmetric", x, weight, eps, dtype,
+                         dynamic_quant(simdnorm::quant_scaling::dynamic_asymmetric, block),
+                         residual, residual_bias, gate);
+  return {o.q, o.scales, o.zero_points};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_quant_asymmetric(
+    const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias, double eps,
+    c10::string_view dtype, int64_t block, const optional<Tensor>& residual,
+    const optional<Tensor>& residual_bias) {
+  const quantized o = layer_norm_quantized(
+      "layer_norm_quant_asymmetric", x, weight, bias, eps, dtype,
+      dynamic_quant(simdnorm::quant_scaling::dynamic_asymmetric, block), residual, residual_bias);
+  return {o.q, o.scales, o.zero_points};
+}
+
+// A static scale and zero point for the whole tensor (torch.quantize_per_tensor of the norm):
+// the codes.
+Tensor rms_norm_quant_static(const Tensor& x, double scale, int64_t zero_point,
+                             const optional<Tensor>& weight, double eps, c10::string_view dtype,
+                             const optional<Tensor>& residual,
+                             const optional<Tensor>& residual_bias, const optional<Tensor>& gate) {
+  return rms_norm_quantized("rms_norm_quant_static", x, weight, eps, dtype,
+                            static_quant(scale, zero_point), residual, residual_bias, gate)
+      .q;
+}
+
+Tensor layer_norm_quant_static(const Tensor& x, double scale, int64_t zero_point,
+                               const optional<Tensor>& weight, const optional<Tensor>& bias,
+                               double eps, c10::string_view dtype, const optional<Tensor>& residual,
+                               const optional<Tensor>& residual_bias) {
+  return layer_norm_quantized("layer_norm_quant_static", x, weight, bias, eps, dtype,
+                              static_quant(scale, zero_point), residual, residual_bias)
+      .q;
 }
 
 // ---- split statistics -------------------------------------------------------------------------
@@ -927,10 +1014,9 @@ Tensor rms_norm_gated_autograd(const Tensor& x, const Tensor& gate, const option
 // The quantized ops update the optional residual in place: `run` below the autograd keys,
 // then the residual's version bumped.
 template <class Run>
-std::tuple<Tensor, Tensor> quant_in_place(const char* op, const optional<Tensor>& residual,
-                                          Run&& run) {
+auto quant_in_place(const char* op, const optional<Tensor>& residual, Run&& run) {
   check_mutable(residual, op, "residual");
-  std::tuple<Tensor, Tensor> out;
+  decltype(run()) out;
   {
     at::AutoDispatchBelowADInplaceOrView guard;
     out = run();
@@ -959,6 +1045,50 @@ std::tuple<Tensor, Tensor> layer_norm_quant_autograd(const Tensor& x,
   check_no_grad("layer_norm_quant", x, weight, bias, residual, residual_bias);
   return quant_in_place("layer_norm_quant", residual, [&] {
     return layer_norm_quant(x, weight, bias, eps, dtype, block, residual, residual_bias);
+  });
+}
+
+std::tuple<Tensor, Tensor, Tensor> rms_norm_quant_asymmetric_autograd(
+    const Tensor& x, const optional<Tensor>& weight, double eps, c10::string_view dtype,
+    int64_t block, const optional<Tensor>& residual, const optional<Tensor>& residual_bias,
+    const optional<Tensor>& gate) {
+  check_no_grad("rms_norm_quant_asymmetric", x, weight, residual, residual_bias, gate);
+  return quant_in_place("rms_norm_quant_asymmetric", residual, [&] {
+    return rms_norm_quant_asymmetric(x, weight, eps, dtype, block, residual, residual_bias, gate);
+  });
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_quant_asymmetric_autograd(
+    const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias, double eps,
+    c10::string_view dtype, int64_t block, const optional<Tensor>& residual,
+    const optional<Tensor>& residual_bias) {
+  check_no_grad("layer_norm_quant_asymmetric", x, weight, bias, residual, residual_bias);
+  return quant_in_place("layer_norm_quant_asymmetric", residual, [&] {
+    return layer_norm_quant_asymmetric(x, weight, bias, eps, dtype, block, residual, residual_bias);
+  });
+}
+
+Tensor rms_norm_quant_static_autograd(const Tensor& x, double scale, int64_t zero_point,
+                                      const optional<Tensor>& weight, double eps,
+                                      c10::string_view dtype, const optional<Tensor>& residual,
+                                      const optional<Tensor>& residual_bias,
+                                      const optional<Tensor>& gate) {
+  check_no_grad("rms_norm_quant_static", x, weight, residual, residual_bias, gate);
+  return quant_in_place("rms_norm_quant_static", residual, [&] {
+    return rms_norm_quant_static(x, scale, zero_point, weight, eps, dtype, residual, residual_bias,
+                                 gate);
+  });
+}
+
+Tensor layer_norm_quant_static_autograd(const Tensor& x, double scale, int64_t zero_point,
+                                        const optional<Tensor>& weight,
+                                        const optional<Tensor>& bias, double eps,
+                                        c10::string_view dtype, const optional<Tensor>& residual,
+                                        const optional<Tensor>& residual_bias) {
+  check_no_grad("layer_norm_quant_static", x, weight, bias, residual, residual_bias);
+  return quant_in_place("layer_norm_quant_static", residual, [&] {
+    return layer_norm_quant_static(x, scale, zero_point, weight, bias, eps, dtype, residual,
+                                   residual_bias);
   });
 }
 
@@ -1052,6 +1182,22 @@ TORCH_LIBRARY(simdnorm, m) {
       "layer_norm_quant(Tensor input, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, "
       "str dtype='int8', int block=0, Tensor(a!)? residual=None, Tensor? residual_bias=None) "
       "-> (Tensor, Tensor)");
+  m.def(
+      "rms_norm_quant_asymmetric(Tensor input, Tensor? weight=None, float eps=1e-06, "
+      "str dtype='uint8', int block=0, Tensor(a!)? residual=None, Tensor? residual_bias=None, "
+      "Tensor? gate=None) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "layer_norm_quant_asymmetric(Tensor input, Tensor? weight=None, Tensor? bias=None, "
+      "float eps=1e-05, str dtype='uint8', int block=0, Tensor(a!)? residual=None, "
+      "Tensor? residual_bias=None) -> (Tensor, Tensor, Tensor)");
+  m.def(
+      "rms_norm_quant_static(Tensor input, float scale, int zero_point=0, Tensor? weight=None, "
+      "float eps=1e-06, str dtype='uint8', Tensor(a!)? residual=None, "
+      "Tensor? residual_bias=None, Tensor? gate=None) -> Tensor");
+  m.def(
+      "layer_norm_quant_static(Tensor input, float scale, int zero_point=0, "
+      "Tensor? weight=None, Tensor? bias=None, float eps=1e-05, str dtype='uint8', "
+      "Tensor(a!)? residual=None, Tensor? residual_bias=None) -> Tensor");
   m.def("layer_norm_moments(Tensor input) -> Tensor");
   m.def("rms_norm_moments(Tensor input) -> Tensor");
   m.def(
@@ -1082,6 +1228,10 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("rms_norm_gated", &simdnorm_torch::rms_norm_gated);
   m.impl("rms_norm_quant", &simdnorm_torch::rms_norm_quant);
   m.impl("layer_norm_quant", &simdnorm_torch::layer_norm_quant);
+  m.impl("rms_norm_quant_asymmetric", &simdnorm_torch::rms_norm_quant_asymmetric);
+  m.impl("layer_norm_quant_asymmetric", &simdnorm_torch::layer_norm_quant_asymmetric);
+  m.impl("rms_norm_quant_static", &simdnorm_torch::rms_norm_quant_static);
+  m.impl("layer_norm_quant_static", &simdnorm_torch::layer_norm_quant_static);
   m.impl("layer_norm_moments", &simdnorm_torch::layer_norm_moments);
   m.impl("rms_norm_moments", &simdnorm_torch::rms_norm_moments);
   m.impl("layer_norm_apply", &simdnorm_torch::layer_norm_apply);
@@ -1101,6 +1251,10 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("rms_norm_gated", &simdnorm_torch::rms_norm_gated_autograd);
   m.impl("rms_norm_quant", &simdnorm_torch::rms_norm_quant_autograd);
   m.impl("layer_norm_quant", &simdnorm_torch::layer_norm_quant_autograd);
+  m.impl("rms_norm_quant_asymmetric", &simdnorm_torch::rms_norm_quant_asymmetric_autograd);
+  m.impl("layer_norm_quant_asymmetric", &simdnorm_torch::layer_norm_quant_asymmetric_autograd);
+  m.impl("rms_norm_quant_static", &simdnorm_torch::rms_norm_quant_static_autograd);
+  m.impl("layer_norm_quant_static", &simdnorm_torch::layer_norm_quant_static_autograd);
   m.impl("layer_norm_moments", &simdnorm_torch::layer_norm_moments_autograd);
   m.impl("rms_norm_moments", &simdnorm_torch::rms_norm_moments_autograd);
   m.impl("layer_norm_apply", &simdnorm_torch::layer_norm_apply_autograd);

@@ -4,8 +4,10 @@ float16).
 Importing this package registers the operators ``torch.ops.simdnorm.layer_norm``,
 ``rms_norm``, ``batch_norm``, ``group_norm``, ``instance_norm``, ``normalize``,
 ``fused_add_rms_norm``, ``fused_add_layer_norm`` (with an optional ``residual_bias``),
-``rms_norm_gated``, the quantized ``rms_norm_quant`` / ``layer_norm_quant`` and the split
-statistics ``*_moments`` / ``*_apply`` / ``merge_moments``, and provides
+``rms_norm_gated``, the quantized ``rms_norm_quant`` / ``layer_norm_quant`` (dynamic symmetric
+scales) with their ``_asymmetric`` (scales and zero points per row or block) and ``_static``
+(torch.quantize_per_tensor) forms, and the split statistics ``*_moments`` / ``*_apply`` /
+``merge_moments``, and provides
 drop-in modules, :func:`normalize` (torch.nn.functional.normalize) and :func:`convert`, which
 swaps the normalization modules of a model in place::
 

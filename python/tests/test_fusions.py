@@ -1,6 +1,7 @@
-"""The fused forms: gated RMSNorm, the residual add's bias, dynamic per-token quantization and
-split statistics (torch.ops.simdnorm.rms_norm_gated, fused_add_*(residual_bias=...),
-rms_norm_quant / layer_norm_quant, *_moments / *_apply / merge_moments).
+"""The fused forms: gated RMSNorm, the residual add's bias, quantized outputs and split
+statistics (torch.ops.simdnorm.rms_norm_gated, fused_add_*(residual_bias=...),
+rms_norm_quant / layer_norm_quant and their _asymmetric and _static forms, *_moments / *_apply /
+merge_moments).
 
 Tolerances. y is compared with a float64 reference on the same (exactly converted) input within
 the bound of test_ops.py (2e-5 of the output's scale, plus the final rounding for bfloat16 and
@@ -373,6 +374,95 @@ def test_norm_quant_plan_cache_and_errors():
         ops.rms_norm_quant(x.double())
     q, s = ops.rms_norm_quant(torch.empty(0, 64), block=32)
     assert q.shape == (0, 64) and s.shape == (0, 2)
+
+
+# ---- asymmetric dynamic and static quantization -------------------------------------------------
+
+LOWEST = {"uint8": 0, "int8": -128}
+CODES = {"uint8": torch.uint8, "int8": torch.int8}
+
+
+def asymmetric_reference(y, dtype, block):
+    """ONNX DynamicQuantizeLinear per row or block, in float32 as simdnorm computes it from y
+    (float32): [lo, hi] = [min(0, min y), max(0, max y)], scale = (hi - lo) / 255 (1 if 0),
+    zp = rne(lowest - lo / scale), q = sat(rne(y * (1 / scale)) + zp)."""
+    d = y.size(-1)
+    seg = block or d
+    yr = y.reshape(-1, d // seg, seg)
+    lo = yr.amin(-1).clamp(max=0)
+    hi = yr.amax(-1).clamp(min=0)
+    scale = torch.where(hi == lo, torch.ones_like(lo), (hi - lo) / 255)
+    base = LOWEST[dtype]
+    zp = (base - lo / scale).round().clamp(base, base + 255)
+    q = ((yr * (1 / scale).unsqueeze(-1)).round() + zp.unsqueeze(-1)).clamp(base, base + 255)
+    return q.reshape(y.shape), scale, zp
+
+
+@pytest.mark.parametrize("qdtype", ["uint8", "int8"])
+@pytest.mark.parametrize("xdtype", DTYPES)
+@pytest.mark.parametrize("op", ["rms", "layer"])
+@pytest.mark.parametrize("d,block", [(7, 0), (64, 32), (4096, 0), (4096, 128)])
+def test_norm_quant_asymmetric(qdtype, xdtype, op, d, block):
+    """Codes, scales and zero points: exactly the float32 reference quantizer on simdnorm's own
+    float32 y (float32 input, where ops.*_norm returns that y); for every input type,
+    dequantized codes within half a step (+ y's bound) of the float64 norm."""
+    x = (torch.randn(6, d) * 2 + 0.5).to(xdtype)
+    w, b = torch.randn(d), torch.randn(d)
+    if op == "rms":
+        q, scales, zps = ops.rms_norm_quant_asymmetric(x, w, 1e-6, qdtype, block)
+        y_ref, y = rms64(x, w), ops.rms_norm(x, [d], w, 1e-6)
+    else:
+        q, scales, zps = ops.layer_norm_quant_asymmetric(x, w, b, 1e-5, qdtype, block)
+        y_ref, y = ln64(x, w, b), ops.layer_norm(x, [d], w, b, 1e-5)
+    shape = (6,) if block == 0 else (6, d // block)
+    assert q.dtype == CODES[qdtype] and q.shape == x.shape
+    assert scales.dtype == torch.float32 and scales.shape == shape
+    assert zps.dtype == torch.int32 and zps.shape == shape
+    if xdtype == torch.float32:
+        q_ref, s_ref, z_ref = asymmetric_reference(y, qdtype, block)
+        assert torch.equal(scales, s_ref.reshape(shape))
+        assert torch.equal(zps, z_ref.reshape(shape).int())
+        assert torch.equal(q.long(), q_ref.long())
+    seg = block or d
+    step = scales.double().reshape(-1, d // seg, 1)
+    deq = (q.double().reshape(-1, d // seg, seg) - zps.double().reshape(-1, d // seg, 1)) * step
+    err = (deq - y_ref.reshape(-1, d // seg, seg)).abs()
+    bound = bound_of(y_ref, torch.float32)
+    bound = bound.reshape(err.shape) if torch.is_tensor(bound) else bound
+    assert (err <= step / 2 * (1 + 1e-5) + bound).all()
+
+
+@pytest.mark.parametrize("qdtype,torch_qdtype,zero_point",
+                         [("uint8", torch.quint8, 128), ("int8", torch.qint8, -3)])
+@pytest.mark.parametrize("op", ["rms", "layer"])
+def test_norm_quant_static(qdtype, torch_qdtype, zero_point, op):
+    """A static scale and zero point: the codes of torch.quantize_per_tensor on the norm's
+    float32 output (PyTorch multiplies by 1 / scale too), bit for bit; with the residual add."""
+    d, scale = 96, 0.02
+    x, r = torch.randn(5, d), torch.randn(5, d)
+    w, b = torch.randn(d), torch.randn(d)
+    r0 = r.clone()
+    if op == "rms":
+        q = ops.rms_norm_quant_static(x, scale, zero_point, w, 1e-6, qdtype, residual=r)
+        y = ops.rms_norm(x + r0, [d], w, 1e-6)
+    else:
+        q = ops.layer_norm_quant_static(x, scale, zero_point, w, b, 1e-5, qdtype, residual=r)
+        y = ops.layer_norm(x + r0, [d], w, b, 1e-5)
+    assert torch.equal(r, x + r0)
+    want = torch.quantize_per_tensor(y, scale, zero_point, torch_qdtype).int_repr()
+    assert q.dtype == want.dtype and torch.equal(q, want)
+
+
+def test_norm_quant_asymmetric_errors():
+    x = torch.randn(4, 64)
+    with pytest.raises(RuntimeError, match="f8e4m3fn has no zero point"):
+        ops.rms_norm_quant_asymmetric(x, dtype="float8_e4m3fn")
+    with pytest.raises(RuntimeError, match="u8 has no symmetric scale"):
+        ops.rms_norm_quant(x, dtype="uint8")
+    with pytest.raises(RuntimeError, match="quant.zero_point=300"):
+        ops.layer_norm_quant_static(x, 0.1, 300)
+    with pytest.raises(RuntimeError, match="quant.scale=0"):
+        ops.rms_norm_quant_static(x, 0.0)
 
 
 # ---- split statistics ---------------------------------------------------------------------------
