@@ -35,7 +35,7 @@ inline float fms1(float a, float b, float c) {
 /// Lane r of the result is the horizontal sum of rows[r], for r < V::size: one
 /// transpose-and-add for all rows (xsimd's haddp, or the ISA's lane tree).
 template <class V>
-inline V lane_sums(const V* rows) {
+SIMDNORM_ALWAYS_INLINE V lane_sums(const V* rows) {
   if constexpr (isa_hooks<V>::lane_tree)
     return isa_hooks<V>::lane_sums(rows);
   else

@@ -23,8 +23,8 @@ struct lp_norm_stats {
 
   /// V::size short rows: the norms of all rows at once, rs in float lanes.
   template <class V, class TX>
-  static void short_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
-                         row_prefetcher& pf) {
+  SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const TX* const* xs,
+                                                row_consts& k, row_prefetcher& pf) {
     V sum;
     if constexpr (P == 1)
       sum = row_lanes_sum<V>(

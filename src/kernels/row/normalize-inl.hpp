@@ -198,9 +198,9 @@ inline void normalize_rows(const row_norm_config& cfg, const TX* const* xs, cons
 }
 
 template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
-inline void normalize_group(const row_norm_config& cfg, const TX* const* xs, const TX* const* zs,
-                            TY* const* ys, const row_consts& k, std::size_t count, bool group,
-                            row_prefetcher& pf) {
+SIMDNORM_ALWAYS_INLINE void normalize_group(const row_norm_config& cfg, const TX* const* xs,
+                                            const TX* const* zs, TY* const* ys, const row_consts& k,
+                                            std::size_t count, bool group, row_prefetcher& pf) {
   constexpr bool kCentered = Stats::centered;
   std::size_t r = 0;
   if (group)
@@ -215,8 +215,9 @@ inline void normalize_group(const row_norm_config& cfg, const TX* const* xs, con
 /// Points xs / ys (and zs at the gate rows, when there is a gate) at the `count` rows that
 /// start at row r0, then pads them to `padded` entries by repeating the last row.
 template <class TX, class TY>
-inline void point_rows(const row_block& blk, std::size_t r0, std::size_t count, std::size_t padded,
-                       const TX** xs, TY** ys, const TX** zs = nullptr) {
+SIMDNORM_ALWAYS_INLINE void point_rows(const row_block& blk, std::size_t r0, std::size_t count,
+                                       std::size_t padded, const TX** xs, TY** ys,
+                                       const TX** zs = nullptr) {
   const TX* xr = static_cast<const TX*>(blk.x) + std::ptrdiff_t(r0) * blk.x_stride;
   TY* yr = static_cast<TY*>(blk.y) + std::ptrdiff_t(r0) * blk.y_stride;
   const TX* zr = static_cast<const TX*>(blk.gate);

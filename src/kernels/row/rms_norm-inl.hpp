@@ -26,8 +26,8 @@ struct rms_norm_stats {
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
   template <class V, class TX>
-  static void short_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
-                         row_prefetcher& pf) {
+  SIMDNORM_ALWAYS_INLINE static void short_rows(const row_norm_config& cfg, const TX* const* xs,
+                                                row_consts& k, row_prefetcher& pf) {
     const V sq = row_lanes_sum<V>(
         xs, cfg.cols, [](V v, std::size_t) { return v; }, [](V s, V v) { return fma(v, v, s); },
         pf);
