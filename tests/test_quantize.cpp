@@ -387,8 +387,8 @@ TEST_CASE("quantize: asymmetric scaling of zero rows gives scale 1, of NaN rows 
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (dtype yt : {dtype::i8, dtype::u8})
       for (std::size_t cols : {5, 48}) {
-        // rows: zeros, NaN inside, all positive after LayerNorm's centring is impossible, so
-        // RMSNorm of positive values (lo = 0: zero point = lowest code), normal
+        // rows: zeros; a NaN inside; positive values (RMSNorm keeps them positive, so lo = 0
+        // and the zero point is the lowest code; LayerNorm centres them); mixed signs
         std::vector<float> x(4 * cols);
         for (std::size_t i = 0; i < cols; ++i) {
           x[i] = 0.f;
