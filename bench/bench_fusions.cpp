@@ -3,6 +3,8 @@
 // the default ISA, f32, rows x D for D in {128, 4096}, x of 1 MiB and 64 MiB:
 //   add_rms_norm:   h = x + r stored over r, y = rms_norm(h): x, r read, h, y written
 //                   (unfused: h = x + r, then rms_norm(h));
+//   rms_norm_add:   post-norm, r = rms_norm(x) * gamma + r in place: x, r read, r written
+//                   (unfused: rms_norm into y, then r += y);
 //   gated_rms_norm: y = rms_norm(x) * gamma * silu(z): x, z read, y written
 //                   (unfused: rms_norm, then y *= silu(z));
 //   rms_norm_int8:  int8 y with a dynamic scale per row: x read, 1 byte of y written
@@ -21,7 +23,7 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t(1) << 20;
 
-enum class fusion { add_rms_norm, gated_rms_norm, rms_norm_int8, adaln };
+enum class fusion { add_rms_norm, rms_norm_add, gated_rms_norm, rms_norm_int8, adaln };
 
 void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t rows, std::size_t cols,
                   int threads) {
@@ -41,6 +43,7 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
   auto yd = d;
   simdnorm::rms_norm_params prm;
   prm.stores = bench::stores();
+  prm.residual_after_norm = f == fusion::rms_norm_add && fused;
   if (f == fusion::rms_norm_int8 && fused) yd.type = simdnorm::dtype::i8;
   simdnorm::layer_norm_params lnp;
   lnp.stores = bench::stores();
@@ -58,6 +61,10 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
     case fusion::add_rms_norm:
       bytes = 16 * n;
       if (fused) a.residual = a.residual_out = r;
+      break;
+    case fusion::rms_norm_add:
+      bytes = 12 * n;
+      if (fused) a.residual = a.y = r;
       break;
     case fusion::gated_rms_norm:
       bytes = 12 * n;
@@ -88,6 +95,8 @@ void bench_fusion(benchmark::State& state, fusion f, bool fused, std::size_t row
       a.x = r;
     }
     (void)execute();
+    if (f == fusion::rms_norm_add)
+      for (std::size_t i = 0; i < n; ++i) r[i] += y[i];
     if (f == fusion::gated_rms_norm)
       for (std::size_t i = 0; i < n; ++i) y[i] *= r[i] / (1.f + std::exp(-r[i]));
     if (f == fusion::adaln)
@@ -127,6 +136,7 @@ void register_fusion_benchmarks() {
     fusion f;
     const char* name;
   } ops[] = {{fusion::add_rms_norm, "add_rms_norm"},
+             {fusion::rms_norm_add, "rms_norm_add"},
              {fusion::gated_rms_norm, "gated_rms_norm"},
              {fusion::rms_norm_int8, "rms_norm_int8"},
              {fusion::adaln, "adaln"}};

@@ -213,6 +213,7 @@ status convert(const simdnorm_layer_norm_params* p, simdnorm::layer_norm_params*
   q->compensated_mean = p->compensated_mean != 0;
   q->weight_offset = p->weight_offset;
   q->modulation_tokens = p->modulation_tokens;
+  q->residual_after_norm = p->residual_after_norm != 0;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
   convert_quant(p->quant, &q->quant);
@@ -226,6 +227,7 @@ status convert(const simdnorm_rms_norm_params* p, simdnorm::rms_norm_params* q) 
   q->weight_offset = p->weight_offset;
   q->modulation_tokens = p->modulation_tokens;
   q->gate_before_norm = p->gate_before_norm != 0;
+  q->residual_after_norm = p->residual_after_norm != 0;
   q->stores = simdnorm::store_policy(raw(p->stores));
   q->stage = simdnorm::stats_stage(raw(p->stage));
   convert_quant(p->quant, &q->quant);
@@ -492,7 +494,8 @@ simdnorm_layer_norm_params simdnorm_layer_norm_params_default(void) {
           d.weight_offset,
           simdnorm_stats_stage(d.stage),
           c_quant(d.quant),
-          d.modulation_tokens};
+          d.modulation_tokens,
+          int32_t(d.residual_after_norm)};
 }
 
 simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
@@ -504,7 +507,8 @@ simdnorm_rms_norm_params simdnorm_rms_norm_params_default(void) {
           simdnorm_stats_stage(d.stage),
           c_quant(d.quant),
           d.modulation_tokens,
-          int32_t(d.gate_before_norm)};
+          int32_t(d.gate_before_norm),
+          int32_t(d.residual_after_norm)};
 }
 
 simdnorm_lp_norm_params simdnorm_lp_norm_params_default(void) {

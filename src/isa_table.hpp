@@ -75,6 +75,8 @@ struct row_norm_config {
   const float* beta = nullptr;   ///< [cols] or null
   bool compensated_mean = true;  ///< LayerNorm: mean kept as hi + lo
   bool stream = false;           ///< non-temporal stores for y
+  /// row_block::operand is the post-norm residual (y = norm(x) + operand), not the gate.
+  bool residual_after_norm = false;
   // 8-bit outputs (row/quantize-inl.hpp): q = TY(y * inv_scale) (+ zero point, i8 and u8).
   bool quant_static = false;      ///< per-tensor scale below; else dynamic, into row_block::y_scale
   bool quant_asymmetric = false;  ///< dynamic: a zero point per scale, into row_block::y_zero_point
@@ -94,9 +96,10 @@ struct row_block {
   std::size_t rows = 0;
   float* mean = nullptr;
   float* rstd = nullptr;
-  /// Gated RMSNorm: y = norm(x) * gamma * silu(gate), gate rows in x's type and strides (at
-  /// gate + r * x_stride), or null.
-  const void* gate = nullptr;
+  /// The normalize pass's per-element operand, rows in x's type and strides (at
+  /// operand + r * x_stride), or null: gated RMSNorm's gate (y = norm(x) * gamma * silu(gate)),
+  /// or with row_norm_config::residual_after_norm the post-norm residual (y = norm(x) + r).
+  const void* operand = nullptr;
   /// 8-bit y with dynamic scales: this run's first row's scales (cols / block per row).
   float* y_scale = nullptr;
   std::int32_t* y_zero_point = nullptr;  ///< and asymmetric scaling: their zero points

@@ -183,8 +183,22 @@ struct row_norm_plan final : plan_impl {
       return status::error(status_code::invalid_argument,
                            "args.residual: gate_before_norm does not combine with the residual "
                            "add");
+    if (cfg.residual_after_norm) {
+      if (a.residual == nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.residual is null: a plan with residual_after_norm computes "
+                             "y = norm(x) + residual");
+      if (a.residual_out != nullptr || a.residual_bias != nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.%s: with residual_after_norm the sum is y itself (no "
+                             "residual_out, no bias)",
+                             a.residual_out != nullptr ? "residual_out" : "residual_bias");
+      if (a.gate != nullptr)
+        return status::error(status_code::invalid_argument,
+                             "args.gate: gated RMSNorm does not combine with residual_after_norm");
+    }
     if (stage == stats_stage::apply) {
-      if (a.residual != nullptr || a.residual_out != nullptr)
+      if (!cfg.residual_after_norm && (a.residual != nullptr || a.residual_out != nullptr))
         return status::error(status_code::invalid_argument,
                              "args.residual: a plan of stats_stage::apply normalizes x as given; "
                              "the residual add goes with the moments stage");
@@ -300,7 +314,7 @@ struct row_norm_plan final : plan_impl {
 
   /// The residual pointers, the gate, and their aliasing with x and y (y_span 0: no y).
   status check_residual(const call_args& a, std::int64_t y_span) const noexcept {
-    if ((a.residual == nullptr) != (a.residual_out == nullptr))
+    if (!cfg.residual_after_norm && (a.residual == nullptr) != (a.residual_out == nullptr))
       return status::error(status_code::invalid_argument,
                            "args.residual and args.residual_out go together (h = x + residual "
                            "is stored to residual_out)");
@@ -308,7 +322,8 @@ struct row_norm_plan final : plan_impl {
       return status::error(status_code::invalid_argument,
                            "args.residual_bias needs args.residual (h = x + residual + bias)");
     // h (residual_out) may be residual or x; y may be x or residual, never h. The gate is read
-    // after h is written and while y is: it may be y (in place), never h.
+    // after h is written and while y is: it may be y (in place), never h. The residual after
+    // the norm is read as y is written, as the gate: it may be y (in place) or x.
     const struct {
       const void *p, *q;
       std::int64_t q_bytes;
@@ -354,12 +369,14 @@ struct row_norm_plan final : plan_impl {
 
   /// `count` rows from row r on (one run of equal strides, see locate), from column c0: the
   /// rows the kernels read, h = x + residual where there is a residual add (the statistics
-  /// phases store h first: add_residual), and y.
+  /// phases store h first: add_residual), y, and the normalize pass's operand (the gate, or
+  /// the residual added after the norm).
   row_block block_at(const call_args& a, std::size_t r, std::size_t count,
                      std::size_t c0) const noexcept {
     std::int64_t xo, yo;
     locate(r, xo, yo);
-    const void* x = a.residual != nullptr ? a.residual_out : a.x;
+    const bool add_before = a.residual != nullptr && !cfg.residual_after_norm;
+    const void* x = add_before ? a.residual_out : a.x;
     row_block b;
     b.x = static_cast<const char*>(x) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
     b.x_stride = outer_x_stride[n_outer - 1];
@@ -369,8 +386,8 @@ struct row_norm_plan final : plan_impl {
     if (gate_before) {  // the kernels read h = x * silu(gate), stored in y by gate_into_y
       b.x = b.y;
       b.x_stride = b.y_stride;
-    } else if (a.gate != nullptr) {
-      b.gate = static_cast<const char*>(a.gate) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
+    } else if (const void* z = cfg.residual_after_norm ? a.residual : a.gate) {
+      b.operand = static_cast<const char*>(z) + (xo + std::int64_t(c0)) * std::int64_t(x_elem);
     }
     b.rows = count;
     return b;
@@ -379,7 +396,7 @@ struct row_norm_plan final : plan_impl {
   /// h = x + residual over columns [c0, c0 + n) of `count` rows from row r on.
   void add_residual(const call_args& a, std::size_t r, std::size_t count, std::size_t c0,
                     std::size_t n) const noexcept {
-    if (a.residual == nullptr) return;
+    if (a.residual == nullptr || cfg.residual_after_norm) return;
     std::int64_t xo, yo;
     locate(r, xo, yo);
     const std::int64_t at = (xo + std::int64_t(c0)) * std::int64_t(x_elem);
@@ -623,11 +640,21 @@ status check_quant(const row_op& op, const tensor_desc& x, const tensor_desc& y,
   return {};
 }
 
+/// The fused parts of a LayerNorm or RMSNorm plan (their params' fields of the same names).
+struct row_fusions {
+  quant_params quant;
+  std::int64_t modulation_tokens = 0;
+  bool gate_before_norm = false;
+  bool residual_after_norm = false;
+};
+
 status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& y,
                      int normalized_ndim, float eps, bool compensated, store_policy stores,
                      float weight_offset, stats_stage stage, plan* out,
-                     const quant_params& quant = {}, std::int64_t modulation_tokens = 0,
-                     bool gate_before_norm = false) noexcept {
+                     const row_fusions& fused = {}) noexcept {
+  const quant_params& quant = fused.quant;
+  const std::int64_t modulation_tokens = fused.modulation_tokens;
+  const bool gate_before_norm = fused.gate_before_norm;
   const char* opname = op_name(op.id);
   if (out == nullptr)
     return status::error(status_code::invalid_argument, "%s: out is null", opname);
@@ -708,6 +735,14 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
                            "only (SIMDNORM_ALL_DTYPES=OFF)",
                            opname, dtype_name(x.type), dtype_name(y.type));
   }
+  if (fused.residual_after_norm && (stage == stats_stage::moments || dtype_size(y.type) == 1 ||
+                                    quant.row_amax || modulation_tokens != 0 || gate_before_norm))
+    return status::error(status_code::invalid_argument,
+                         "%s: residual_after_norm adds the residual to y as it is normalized: it "
+                         "needs a y (not stats_stage::moments), a float y without quant.row_amax, "
+                         "and no adaLN modulation or gate_before_norm",
+                         opname);
+  p->cfg.residual_after_norm = fused.residual_after_norm;
   if (modulation_tokens > 0 && stage == stats_stage::moments)
     return status::error(status_code::invalid_argument,
                          "%s: modulation_tokens: a stats_stage::moments plan writes no y to "
@@ -764,7 +799,9 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.quant_zero_point = float(quant.zero_point);
   // Streaming stores write whole vectors of floats: f32 outputs only.
   const std::size_t elements = std::size_t(rows) * std::size_t(cols);
-  p->cfg.stream = y.type == dtype::f32 && !gate_before_norm &&  // y is read back there
+  // Not with gate_before_norm (y is read back) or residual_after_norm (its kernels store
+  // regularly: in place, y's lines are read as the residual anyway).
+  p->cfg.stream = y.type == dtype::f32 && !gate_before_norm && !fused.residual_after_norm &&
                   use_streaming_stores(stores, elements * p->x_elem, elements * p->y_elem);
   // Tasks of about kTaskElements, in whole kernel tiles: the kernel takes short rows one vector
   // of rows at a time and long rows kRowGroup at a time (tuning.hpp).
@@ -791,16 +828,18 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
 
 status plan::layer_norm(const tensor_desc& x, const tensor_desc& y, const layer_norm_params& params,
                         plan* out) noexcept {
-  return detail::make_row_norm(detail::kLayerNorm, x, y, params.normalized_ndim, params.eps,
-                               params.compensated_mean, params.stores, params.weight_offset,
-                               params.stage, out, params.quant, params.modulation_tokens);
+  return detail::make_row_norm(
+      detail::kLayerNorm, x, y, params.normalized_ndim, params.eps, params.compensated_mean,
+      params.stores, params.weight_offset, params.stage, out,
+      {params.quant, params.modulation_tokens, false, params.residual_after_norm});
 }
 
 status plan::rms_norm(const tensor_desc& x, const tensor_desc& y, const rms_norm_params& params,
                       plan* out) noexcept {
   return detail::make_row_norm(detail::kRmsNorm, x, y, params.normalized_ndim, params.eps, false,
-                               params.stores, params.weight_offset, params.stage, out, params.quant,
-                               params.modulation_tokens, params.gate_before_norm);
+                               params.stores, params.weight_offset, params.stage, out,
+                               {params.quant, params.modulation_tokens, params.gate_before_norm,
+                                params.residual_after_norm});
 }
 
 status plan::lp_norm(const tensor_desc& x, const tensor_desc& y, const lp_norm_params& params,

@@ -762,6 +762,34 @@ static void test_fusions(void) {
               "quant.block=3");
 }
 
+/* The post-norm residual (Gemma 2's sandwich norm): y = rms_norm(x) * (1 + w) + residual, in
+ * place over the residual; the default is off; a residual_out is refused. */
+static void test_post_norm(void) {
+  const float x[4] = {1, -1, 1, -1}, w[4] = {0, 1, 0, 1}; /* rms 1: y = x * (1 + w) */
+  float r[4] = {10, 20, 30, 40}, h[4];
+  const int64_t shape[2] = {1, 4};
+  simdnorm_tensor_desc d;
+  simdnorm_rms_norm_params p = simdnorm_rms_norm_params_default();
+  simdnorm_rms_norm_args a;
+  CHECK(p.residual_after_norm == 0 &&
+        simdnorm_layer_norm_params_default().residual_after_norm == 0);
+  CHECK(simdnorm_tensor_contiguous(&d, 2, shape) == SIMDNORM_OK);
+  memset(&a, 0, sizeof a);
+  a.base.x = x;
+  a.base.y = r;
+  a.base.gamma = w;
+  a.residual.in = r;
+  p.eps = 0.f;
+  p.weight_offset = 1.f;
+  p.residual_after_norm = 1;
+  CHECK(simdnorm_rms_norm_ex(&d, &d, &p, &a, NULL) == SIMDNORM_OK);
+  CHECK(r[0] == 11.f && r[1] == 18.f && r[2] == 31.f && r[3] == 38.f);
+  a.residual.out = h;
+  CHECK_FAILS(simdnorm_rms_norm_ex(&d, &d, &p, &a, NULL), SIMDNORM_INVALID_ARGUMENT,
+              "residual_out");
+  CHECK(r[0] == 11.f && r[3] == 38.f);
+}
+
 /* BatchNorm inference into uint8 with a scale and zero point per channel: y = x (mean 0,
  * var 1, eps 0), q = y / scale[c] + zero_point[c]; the quant defaults of the channel ops. */
 static void test_channel_quant(void) {
@@ -897,6 +925,7 @@ int main(void) {
   test_bf16();
   test_split_stats();
   test_fusions();
+  test_post_norm();
   test_asymmetric_quant();
   test_channel_quant();
   test_modulation();

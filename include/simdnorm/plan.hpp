@@ -167,6 +167,12 @@ struct layer_norm_params {
   /// T), given per call in the args' modulation_operands. 0: no modulation.
   /// Must divide the number of rows; not with stats_stage::moments (docs/fusions.md).
   std::int64_t modulation_tokens = 0;
+  /// Post-norm residual (Gemma 2/3's sandwich norms, OLMo-2): y = norm(x) + residual, the sum
+  /// in f32 after the affine terms and rounded once into y's type. args.residual is then that
+  /// residual (x's shape, strides and type; y may be it or x, same layout: the residual stream
+  /// updated in place); residual_out and residual_bias are refused. A float y, no quant.row_amax,
+  /// no adaLN modulation; with stats_stage::apply, not moments (docs/fusions.md).
+  bool residual_after_norm = false;
 };
 
 /// RMSNorm over the trailing `normalized_ndim` dims: y = x / sqrt(mean(x^2) + eps) * gamma.
@@ -191,6 +197,12 @@ struct rms_norm_params {
   /// f16 (with y f32 h is Mamba's f32 product). Needs rms_norm_args::gate; stats_stage::full
   /// only; not with the residual add or adaLN modulation (docs/fusions.md).
   bool gate_before_norm = false;
+  /// Post-norm residual (Gemma 2/3's sandwich norms, OLMo-2): y = norm(x) + residual, the sum
+  /// in f32 after the affine terms and rounded once into y's type. args.residual is then that
+  /// residual (x's shape, strides and type; y may be it or x, same layout: the residual stream
+  /// updated in place); residual_out and residual_bias are refused. A float y, no quant.row_amax,
+  /// no adaLN modulation, no gate; with stats_stage::apply, not moments (docs/fusions.md).
+  bool residual_after_norm = false;
 };
 
 /// Lp normalization along one axis: y = x / max(||x||_p, eps), ||x||_1 = sum |x|,
@@ -350,7 +362,8 @@ struct norm_args {
 /// type. The sum is taken in f32 and rounded once into x's type, and the statistics are those
 /// of the rounded h (vLLM's fused_add_rms_norm, and PyTorch's x + r followed by the norm).
 /// residual_out may be residual or x (in place, as engines update the residual stream); y
-/// may be x, but not residual_out.
+/// may be x, but not residual_out. A plan with residual_after_norm (LayerNorm, RMSNorm) adds
+/// `residual` after the norm instead, y = norm(x) + residual, and takes no residual_out.
 struct residual_operands {
   const void* residual = nullptr;  ///< optional; requires residual_out
   void* residual_out = nullptr;    ///< the sum h, the next layer's residual

@@ -198,6 +198,7 @@ typedef struct simdnorm_layer_norm_params {
   simdnorm_stats_stage stage;   /**< default SIMDNORM_STAGE_FULL */
   simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _U8, _F8E4M3FN), amax output */
   int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
+  int32_t residual_after_norm;  /**< nonzero: y = norm(x) + args.residual (post-norm); default 0 */
 } simdnorm_layer_norm_params;
 
 /** RMSNorm over the trailing `normalized_ndim` dims (see simdnorm::rms_norm_params). */
@@ -210,6 +211,7 @@ typedef struct simdnorm_rms_norm_params {
   simdnorm_quant_params quant;  /**< 8-bit y (SIMDNORM_DTYPE_I8, _U8, _F8E4M3FN), amax output */
   int64_t modulation_tokens;    /**< adaLN: rows per modulation row (T of [B, T, D]); default 0 */
   int32_t gate_before_norm;     /**< nonzero: y = rms_norm(x * silu(gate)) * gamma; default 0 */
+  int32_t residual_after_norm;  /**< nonzero: y = norm(x) + args.residual (post-norm); default 0 */
 } simdnorm_rms_norm_params;
 
 /** Lp normalization along one axis, y = x / max(||x||_p, eps) (see simdnorm::lp_norm_params). */
@@ -302,7 +304,8 @@ typedef struct simdnorm_norm_args {
 
 /* An op's own operands (see simdnorm::residual_operands and the structs after it). */
 
-/** Row ops: h = in + x (+ bias) stored to out, then y = norm(h). */
+/** Row ops: h = in + x (+ bias) stored to out, then y = norm(h). With residual_after_norm in
+ *  the params (LayerNorm, RMSNorm): y = norm(x) + in, and out and bias stay NULL. */
 typedef struct simdnorm_residual_operands {
   const void* in;    /**< the residual, x's layout and type; optional, requires out */
   void* out;         /**< the sum h, the next layer's residual; may be in or x */

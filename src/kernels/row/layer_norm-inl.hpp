@@ -21,6 +21,7 @@ struct layer_norm_stats {
   static constexpr bool centered = true;
   static constexpr bool has_gamma = true, has_beta = true;  // the affine terms the op takes
   static constexpr bool has_gate = false;
+  static constexpr bool has_residual_after = true;  // post-norm: y = norm(x) + residual
   static constexpr bool beta_from_modulation = false;
 
   /// V::size short rows: vector-lane moments, rstd in float lanes. between_rows() runs after

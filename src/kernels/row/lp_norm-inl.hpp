@@ -19,6 +19,7 @@ template <int P>
 struct lp_norm_stats {
   static constexpr bool centered = false;
   static constexpr bool has_gamma = false, has_beta = false, has_gate = false;
+  static constexpr bool has_residual_after = false;
   static constexpr bool beta_from_modulation = false;
 
   /// V::size short rows: the norms of all rows at once, rs in float lanes.

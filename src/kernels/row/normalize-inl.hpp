@@ -75,6 +75,16 @@ inline row_prefetcher next_rows(const row_block& blk, std::size_t first, std::si
                             blk.x_stride, blk.rows - first < count ? blk.rows - first : count, n);
 }
 
+/// What the normalize pass does with its per-element operand z (row_block::operand, rows in
+/// x's type and strides) after the affine terms: nothing, gated RMSNorm's t * silu(z), or the
+/// post-norm residual add t + z (layer_norm_params / rms_norm_params::residual_after_norm).
+enum class row_epilogue { none, gate, add };
+
+constexpr bool has_operand(row_epilogue e) { return e != row_epilogue::none; }
+
+template <row_epilogue E>
+using epilogue_constant = std::integral_constant<row_epilogue, E>;
+
 /// silu(z) = z / (1 + exp(-z)), the gate of gated RMSNorm, in V's lanes: silu(-Inf) is NaN
 /// (-Inf / Inf, as PyTorch's F.silu), silu(+Inf) = +Inf, NaN stays NaN.
 template <class V>
@@ -92,8 +102,9 @@ SIMDNORM_ALWAYS_INLINE float lane0(const V& v) {
 }
 
 /// The value the normalize pass writes for one element: t = (x - hi) * rs - lo_rs (Centered)
-/// or x * rs, then t * gamma + beta with the terms present, then t * silu(z) with Gate.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate>
+/// or x * rs, then t * gamma + beta with the terms present, then the epilogue E with operand z: t *
+/// silu(z) (gate) or t + z (add).
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E>
 SIMDNORM_ALWAYS_INLINE V row_value(const V& x, const V& hi, const V& rs, const V& lo, const V& g,
                                    const V& b, const V& z) {
   V t;
@@ -107,23 +118,26 @@ SIMDNORM_ALWAYS_INLINE V row_value(const V& x, const V& hi, const V& rs, const V
     t = t * g;
   else if constexpr (Beta)
     t = t + b;
-  if constexpr (Gate) t = t * silu(z);
+  if constexpr (E == row_epilogue::gate)
+    t = t * silu(z);
+  else if constexpr (E == row_epilogue::add)
+    t = t + z;
   return t;
 }
 
 /// row_value of element i of one row, on broadcast operands (heads and tails).
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, class TX>
 SIMDNORM_ALWAYS_INLINE float row_value1(const TX* x, const TX* z, const float* g, const float* b,
                                         float hi, float rs, float lo, std::size_t i) {
-  return lane0(row_value<V, Centered, Gamma, Beta, Gate>(
-      V(io::load1(x + i)), V(hi), V(rs), V(lo), V(Gamma ? g[i] : 0.f), V(Beta ? b[i] : 0.f),
-      V(Gate ? io::load1(z + i) : 0.f)));
+  return lane0(row_value<V, Centered, Gamma, Beta, E>(V(io::load1(x + i)), V(hi), V(rs), V(lo),
+                                                      V(Gamma ? g[i] : 0.f), V(Beta ? b[i] : 0.f),
+                                                      V(has_operand(E) ? io::load1(z + i) : 0.f)));
 }
 
 /// Normalizes R rows whose y rows share one alignment (for streaming stores). Every element
 /// goes through the same operations whatever R is: grouping never changes a bit. zs: the rows'
-/// gates (Gate), in x's type.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, bool Stream, std::size_t R,
+/// epilogue operands (has_operand(E)), in x's type.
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, bool Stream, std::size_t R,
           class TX, class TY>
 SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, const TX* const* xs,
                                                    const TX* const* zs, TY* const* ys,
@@ -142,13 +156,13 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
   SIMDNORM_UNROLL
   for (std::size_t r = 0; r < R; ++r) {
     xr[r] = xs[r];
-    zr[r] = Gate ? zs[r] : nullptr;
+    zr[r] = has_operand(E) ? zs[r] : nullptr;
     yr[r] = ys[r];
   }
   auto one = [&](std::size_t r, std::size_t i) {  // the vector body's operations, one lane
     const std::size_t j = first + r;
-    io::store1(yr[r] + i, row_value1<V, Centered, Gamma, Beta, Gate>(xr[r], zr[r], g, b, k.hi[j],
-                                                                     k.rs[j], k.lo_rs[j], i));
+    io::store1(yr[r] + i, row_value1<V, Centered, Gamma, Beta, E>(xr[r], zr[r], g, b, k.hi[j],
+                                                                  k.rs[j], k.lo_rs[j], i));
   };
   std::size_t i = 0;
   if constexpr (Stream) {
@@ -170,9 +184,9 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
     if constexpr (Beta) bv = load<V>(b + i);
     SIMDNORM_UNROLL
     for (std::size_t r = 0; r < R; ++r) {
-      const V t =
-          row_value<V, Centered, Gamma, Beta, Gate>(io::load<V>(xr[r] + i), vhi[r], vrs[r], vlo[r],
-                                                    gv, bv, Gate ? io::load<V>(zr[r] + i) : V(0.f));
+      const V t = row_value<V, Centered, Gamma, Beta, E>(
+          io::load<V>(xr[r] + i), vhi[r], vrs[r], vlo[r], gv, bv,
+          has_operand(E) ? io::load<V>(zr[r] + i) : V(0.f));
       if constexpr (Stream) {
         io::stream(yr[r] + i, t);
         pf.step(W);
@@ -189,15 +203,16 @@ SIMDNORM_ALWAYS_INLINE void normalize_rows_inlined(const row_norm_config& cfg, c
 }
 
 /// normalize_rows_inlined, left to the compiler to inline or call.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, bool Stream, std::size_t R,
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, bool Stream, std::size_t R,
           class TX, class TY>
 inline void normalize_rows(const row_norm_config& cfg, const TX* const* xs, const TX* const* zs,
                            TY* const* ys, const row_consts& k, std::size_t first,
                            row_prefetcher& pf) {
-  normalize_rows_inlined<V, Centered, Gamma, Beta, Gate, Stream, R>(cfg, xs, zs, ys, k, first, pf);
+  normalize_rows_inlined<V, Centered, Gamma, Beta, E, Stream, R>(cfg, xs, zs, ys, k, first, pf);
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
+template <class V, class Stats, bool Gamma, bool Beta, row_epilogue E, bool Stream, class TX,
+          class TY>
 SIMDNORM_ALWAYS_INLINE void normalize_group(const row_norm_config& cfg, const TX* const* xs,
                                             const TX* const* zs, TY* const* ys, const row_consts& k,
                                             std::size_t count, bool group, row_prefetcher& pf) {
@@ -205,14 +220,13 @@ SIMDNORM_ALWAYS_INLINE void normalize_group(const row_norm_config& cfg, const TX
   std::size_t r = 0;
   if (group)
     for (; r + kRowGroup <= count; r += kRowGroup)
-      normalize_rows<V, kCentered, Gamma, Beta, Gate, Stream, kRowGroup>(cfg, xs + r, zs + r,
-                                                                         ys + r, k, r, pf);
+      normalize_rows<V, kCentered, Gamma, Beta, E, Stream, kRowGroup>(cfg, xs + r, zs + r, ys + r,
+                                                                      k, r, pf);
   for (; r < count; ++r)
-    normalize_rows<V, kCentered, Gamma, Beta, Gate, Stream, 1>(cfg, xs + r, zs + r, ys + r, k, r,
-                                                               pf);
+    normalize_rows<V, kCentered, Gamma, Beta, E, Stream, 1>(cfg, xs + r, zs + r, ys + r, k, r, pf);
 }
 
-/// Points xs / ys (and zs at the gate rows, when there is a gate) at the `count` rows that
+/// Points xs / ys (and zs at the operand rows, when there is an operand) at the `count` rows that
 /// start at row r0, then pads them to `padded` entries by repeating the last row.
 template <class TX, class TY>
 SIMDNORM_ALWAYS_INLINE void point_rows(const row_block& blk, std::size_t r0, std::size_t count,
@@ -220,7 +234,7 @@ SIMDNORM_ALWAYS_INLINE void point_rows(const row_block& blk, std::size_t r0, std
                                        const TX** zs = nullptr) {
   const TX* xr = static_cast<const TX*>(blk.x) + std::ptrdiff_t(r0) * blk.x_stride;
   TY* yr = static_cast<TY*>(blk.y) + std::ptrdiff_t(r0) * blk.y_stride;
-  const TX* zr = static_cast<const TX*>(blk.gate);
+  const TX* zr = static_cast<const TX*>(blk.operand);
   if (zr != nullptr) zr += std::ptrdiff_t(r0) * blk.x_stride;
   for (std::size_t r = 0; r < padded; ++r) {
     xs[r] = xr;
@@ -266,28 +280,29 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
       Stats::template short_rows<V>(cfg, xs[g ^ 1], k[g ^ 1], none, [&]() SIMDNORM_LAMBDA_INLINE {
         if (++calls % kRowGroup == 0) {  // group g is full: only the last group can be partial
           const std::size_t b = calls - kRowGroup;
-          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, false, false, kRowGroup>(
-              cfg, xg + b, xg + b, yg + b, kg, b, none);
+          normalize_rows_inlined<V, Stats::centered, Gamma, Beta, row_epilogue::none, false,
+                                 kRowGroup>(cfg, xg + b, xg + b, yg + b, kg, b, none);
         }
       });
       count = next;
     } else {
-      normalize_group<V, Stats, Gamma, Beta, false, false>(cfg, xs[g], xs[g], ys[g], k[g], count,
-                                                           true, none);
+      normalize_group<V, Stats, Gamma, Beta, row_epilogue::none, false>(cfg, xs[g], xs[g], ys[g],
+                                                                        k[g], count, true, none);
     }
   }
 }
 
 // 8-bit outputs and the amax side output (row/quantize-inl.hpp).
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX, class TY>
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, class TX, class TY>
 void quantize_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
                    const TX* const* zs, TY* const* ys, const row_consts& k, std::size_t r0,
                    std::size_t count);
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, class TX>
 void amax_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
                const TX* const* zs, const row_consts& k, std::size_t r0, std::size_t count);
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
+template <class V, class Stats, bool Gamma, bool Beta, row_epilogue E, bool Stream, class TX,
+          class TY>
 void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   constexpr std::size_t W = V::size;
   static_assert(W <= row_consts::capacity && kRowGroup <= row_consts::capacity);
@@ -300,7 +315,7 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
   const std::size_t step = short_rows ? W : group ? kRowGroup : 1;
   const bool rows_together =
       group && (Stream || n > kRowsTogetherMinCols || (short_rows && n % W == 0));
-  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !Gate && !Stream &&
+  if constexpr (isa_hooks<V>::paired_row_sums && Stats::centered && !has_operand(E) && !Stream &&
                 !is_8bit<TY>)
     if (short_rows && n % W == 0 && blk.amax == nullptr) {
       short_rows_overlapped<V, Stats, Gamma, Beta, TX, TY>(cfg, blk);
@@ -312,7 +327,7 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
     const TX* zs[W > kRowGroup ? W : kRowGroup];
     TY* ys[W > kRowGroup ? W : kRowGroup];
     row_consts k;
-    point_rows(blk, r0, count, short_rows ? W : count, xs, ys, Gate ? zs : nullptr);
+    point_rows(blk, r0, count, short_rows ? W : count, xs, ys, has_operand(E) ? zs : nullptr);
     // Prefetch two short-row groups ahead (they are small), one long-row group ahead.
     row_prefetcher pf =
         Stream ? next_rows<TX>(blk, r0 + (short_rows ? 2 : 1) * step, step, n) : row_prefetcher{};
@@ -328,51 +343,57 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
     }
     constexpr bool kCentered = Stats::centered;
     if constexpr (is_8bit<TY>) {
-      quantize_rows<V, kCentered, Gamma, Beta, Gate>(cfg, blk, xs, zs, ys, k, r0, count);
+      quantize_rows<V, kCentered, Gamma, Beta, E>(cfg, blk, xs, zs, ys, k, r0, count);
       continue;
     }
-    if (blk.amax != nullptr)
-      amax_rows<V, kCentered, Gamma, Beta, Gate>(cfg, blk, xs, zs, k, r0, count);
-    normalize_group<V, Stats, Gamma, Beta, Gate, Stream>(cfg, xs, zs, ys, k, count, rows_together,
-                                                         pf);
+    if constexpr (E != row_epilogue::add)  // the plan refuses amax with the post-norm add
+      if (blk.amax != nullptr)
+        amax_rows<V, kCentered, Gamma, Beta, E>(cfg, blk, xs, zs, k, r0, count);
+    normalize_group<V, Stats, Gamma, Beta, E, Stream>(cfg, xs, zs, ys, k, count, rows_together, pf);
   }
   if constexpr (Stream) stream_fence();
 }
 
-/// Calls f(G, B, Z, S), std::bool_constant arguments, for the affine terms present (gamma,
-/// beta), the gate (Z) and the store kind (S: streaming), among those the op can have
-/// (Stats::has_gamma, has_beta, has_gate; the plan refuses the others): each is its own
-/// instantiation. Streaming stores are only asked for float outputs. adaLN modulation is no
-/// variant: the plan folds it into cfg.gamma and cfg.beta per batch. An op whose beta is only
-/// that fold (Stats::beta_from_modulation: RMSNorm) has it with gamma and without the gate,
-/// so its beta adds one variant, not three.
+/// Calls f(G, B, E, S) for the affine terms present (gamma, beta: std::bool_constant), the
+/// epilogue (E: epilogue_constant) and the store kind (S: streaming), among those the op can
+/// have (Stats::has_gamma, has_beta, has_gate, has_residual_after; the plan refuses the others):
+/// each is its own instantiation. Streaming stores are only asked for float outputs, and not
+/// with the post-norm add (the plan turns them off there). adaLN modulation is no variant: the
+/// plan folds it into cfg.gamma and cfg.beta per batch. An op whose beta is only that fold
+/// (Stats::beta_from_modulation: RMSNorm) has it with gamma and without an epilogue, so its beta
+/// adds one variant, not six.
 template <class Stats, class TY, class F>
 inline void with_row_variant(const row_norm_config& cfg, const row_block& blk, F f) {
-  constexpr bool G = Stats::has_gamma, B = Stats::has_beta, Z = Stats::has_gate;
-  const auto stores = [&](auto gamma, auto beta, auto gate) {
+  constexpr bool G = Stats::has_gamma, B = Stats::has_beta;
+  constexpr bool kGate = Stats::has_gate, kAdd = Stats::has_residual_after && !is_8bit<TY>;
+  const auto stores = [&](auto gamma, auto beta, auto epilogue) {
     if constexpr (std::is_same_v<TY, float>)
-      if (cfg.stream) return f(gamma, beta, gate, std::true_type{});
-    f(gamma, beta, gate, std::false_type{});
+      if (cfg.stream) return f(gamma, beta, epilogue, std::true_type{});
+    f(gamma, beta, epilogue, std::false_type{});
   };
-  const auto gated = [&](auto gamma, auto beta) {
-    if (Z && blk.gate != nullptr)
-      stores(gamma, beta, std::bool_constant<Z>{});
-    else
-      stores(gamma, beta, std::false_type{});
+  const auto with_epilogue = [&](auto gamma, auto beta) {
+    if constexpr (kAdd)
+      if (blk.operand != nullptr && cfg.residual_after_norm)
+        return f(gamma, beta, epilogue_constant<row_epilogue::add>{}, std::false_type{});
+    if constexpr (kGate)
+      if (blk.operand != nullptr)
+        return stores(gamma, beta, epilogue_constant<row_epilogue::gate>{});
+    stores(gamma, beta, epilogue_constant<row_epilogue::none>{});
   };
   const bool g = G && cfg.gamma != nullptr, b = B && cfg.beta != nullptr;
   if constexpr (Stats::beta_from_modulation) {
-    if (b) return stores(std::true_type{}, std::true_type{}, std::false_type{});
+    if (b)
+      return stores(std::true_type{}, std::true_type{}, epilogue_constant<row_epilogue::none>{});
   }
-  constexpr bool kBeta = B && !Stats::beta_from_modulation;  // with any gamma and gate
+  constexpr bool kBeta = B && !Stats::beta_from_modulation;  // with any gamma and epilogue
   if (g && b)
-    gated(std::bool_constant<G>{}, std::bool_constant<kBeta>{});
+    with_epilogue(std::bool_constant<G>{}, std::bool_constant<kBeta>{});
   else if (g)
-    gated(std::bool_constant<G>{}, std::false_type{});
+    with_epilogue(std::bool_constant<G>{}, std::false_type{});
   else if (b)
-    gated(std::false_type{}, std::bool_constant<kBeta>{});
+    with_epilogue(std::false_type{}, std::bool_constant<kBeta>{});
   else
-    gated(std::false_type{}, std::false_type{});
+    with_epilogue(std::false_type{}, std::false_type{});
 }
 
 /// Entry point (kernel_table::row_op_kernels::rows) of a row op (layer_norm_op, rms_norm_op,

@@ -51,7 +51,8 @@ moments_f64 row_fold(const row_norm_config& cfg, const moments_f64* pieces) {
   return row;
 }
 
-template <class V, class Stats, bool Gamma, bool Beta, bool Gate, bool Stream, class TX, class TY>
+template <class V, class Stats, bool Gamma, bool Beta, row_epilogue E, bool Stream, class TX,
+          class TY>
 void row_apply_impl(const row_norm_config& cfg, const row_block& blk, const row_totals* totals) {
   const bool group =
       !Stream || (std::size_t(blk.y_stride) * sizeof(TY)) % stream_alignment<V>() == 0;
@@ -61,7 +62,7 @@ void row_apply_impl(const row_norm_config& cfg, const row_block& blk, const row_
     const TX* zs[kRowGroup];
     TY* ys[kRowGroup];
     row_consts k;
-    point_rows(blk, r0, count, count, xs, ys, Gate ? zs : nullptr);
+    point_rows(blk, r0, count, count, xs, ys, has_operand(E) ? zs : nullptr);
     for (std::size_t r = 0; r < count; ++r) {
       const row_totals& t = totals[r0 + r];
       Stats::finish(cfg, 1.0 / t.count, t.m, k, r);
@@ -69,7 +70,7 @@ void row_apply_impl(const row_norm_config& cfg, const row_block& blk, const row_
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
     row_prefetcher none;
-    normalize_group<V, Stats, Gamma, Beta, Gate, Stream>(cfg, xs, zs, ys, k, count, group, none);
+    normalize_group<V, Stats, Gamma, Beta, E, Stream>(cfg, xs, zs, ys, k, count, group, none);
   }
   if constexpr (Stream) stream_fence();
 }

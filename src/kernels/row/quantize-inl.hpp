@@ -29,7 +29,7 @@
 //   lane0), so an element's code does not depend on its position.
 
 /// One row's normalize-pass values at vector offsets (at) and single elements (one).
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, class TX>
 struct row_values {
   const TX* x;
   const TX* z;
@@ -38,12 +38,12 @@ struct row_values {
   float hi, rs, lo;
 
   SIMDNORM_ALWAYS_INLINE V at(std::size_t i) const {
-    return row_value<V, Centered, Gamma, Beta, Gate>(
+    return row_value<V, Centered, Gamma, Beta, E>(
         io::load<V>(x + i), V(hi), V(rs), V(lo), Gamma ? load<V>(g + i) : V(0.f),
-        Beta ? load<V>(b + i) : V(0.f), Gate ? io::load<V>(z + i) : V(0.f));
+        Beta ? load<V>(b + i) : V(0.f), has_operand(E) ? io::load<V>(z + i) : V(0.f));
   }
   SIMDNORM_ALWAYS_INLINE float one(std::size_t i) const {
-    return row_value1<V, Centered, Gamma, Beta, Gate>(x, z, g, b, hi, rs, lo, i);
+    return row_value1<V, Centered, Gamma, Beta, E>(x, z, g, b, hi, rs, lo, i);
   }
 };
 
@@ -158,15 +158,15 @@ inline void store_codes(const Row& row, TY* y, std::size_t i0, std::size_t len, 
 }
 
 /// Rows [0, count) of a group (their constants in k, row r0 + r of the block) into an 8-bit y.
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX, class TY>
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, class TX, class TY>
 void quantize_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
                    const TX* const* zs, TY* const* ys, const row_consts& k, std::size_t r0,
                    std::size_t count) {
   const std::size_t n = cfg.cols;
   const std::size_t seg = cfg.quant_block != 0 ? cfg.quant_block : n, segs = n / seg;
   for (std::size_t r = 0; r < count; ++r) {
-    const row_values<V, Centered, Gamma, Beta, Gate, TX> row{
-        xs[r], Gate ? zs[r] : nullptr, cfg.gamma, cfg.beta, k.hi[r], k.rs[r], k.lo_rs[r]};
+    const row_values<V, Centered, Gamma, Beta, E, TX> row{
+        xs[r], has_operand(E) ? zs[r] : nullptr, cfg.gamma, cfg.beta, k.hi[r], k.rs[r], k.lo_rs[r]};
     std::uint32_t row_max = 0;
     if (cfg.quant_static) {
       store_codes<V>(row, ys[r], 0, n, cfg.quant_inv_scale, cfg.quant_zero_point);
@@ -204,12 +204,12 @@ void quantize_rows(const row_norm_config& cfg, const row_block& blk, const TX* c
 }
 
 /// blk.amax of rows [0, count) of a group with a float y (the side output alone).
-template <class V, bool Centered, bool Gamma, bool Beta, bool Gate, class TX>
+template <class V, bool Centered, bool Gamma, bool Beta, row_epilogue E, class TX>
 void amax_rows(const row_norm_config& cfg, const row_block& blk, const TX* const* xs,
                const TX* const* zs, const row_consts& k, std::size_t r0, std::size_t count) {
   for (std::size_t r = 0; r < count; ++r) {
-    const row_values<V, Centered, Gamma, Beta, Gate, TX> row{
-        xs[r], Gate ? zs[r] : nullptr, cfg.gamma, cfg.beta, k.hi[r], k.rs[r], k.lo_rs[r]};
+    const row_values<V, Centered, Gamma, Beta, E, TX> row{
+        xs[r], has_operand(E) ? zs[r] : nullptr, cfg.gamma, cfg.beta, k.hi[r], k.rs[r], k.lo_rs[r]};
     blk.amax[r0 + r] = float_of(segment_amax<V>(row, 0, cfg.cols));
   }
 }

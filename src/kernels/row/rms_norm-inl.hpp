@@ -22,7 +22,8 @@ struct rms_norm_stats {
   // per batch (row_norm_plan.cpp), always with a gamma and never with the gate.
   static constexpr bool has_gamma = true, has_beta = true;
   static constexpr bool beta_from_modulation = true;
-  static constexpr bool has_gate = true;  // gated RMSNorm: y * silu(gate)
+  static constexpr bool has_gate = true;            // gated RMSNorm: y * silu(gate)
+  static constexpr bool has_residual_after = true;  // post-norm: y = norm(x) + residual
 
   /// V::size short rows: sums of squares reduced for all rows at once, rstd in float lanes.
   template <class V, class TX>
