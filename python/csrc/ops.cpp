@@ -369,6 +369,8 @@ std::vector<int64_t> row_extras(const Params& p) {
   if constexpr (std::is_same_v<Params, simdnorm::rms_norm_params>) gate_before = p.gate_before_norm;
   return {p.normalized_ndim,
           gate_before,
+          int64_t{p.residual_after_norm},
+          p.modulation_tokens,
           key_of(p.weight_offset),
           static_cast<int64_t>(p.stage),
           static_cast<int64_t>(p.quant.scaling),
@@ -482,6 +484,99 @@ void fused_add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor&
                           const Tensor& bias, double eps, const optional<Tensor>& residual_bias) {
   fused_add_norm<simdnorm::layer_norm_params>(op_id::layer_norm, "fused_add_layer_norm", x,
                                               residual, weight, bias, eps, residual_bias);
+}
+
+// The post-norm residual (Gemma 2/3's sandwich norms, OLMo-2), in place: residual <- residual +
+// norm(input) [* (weight + weight_offset) + bias] over the last dim, in float32, rounded once.
+template <class Params>
+void norm_add(op_id id, const char* op, const Tensor& x, const Tensor& residual,
+              const optional<Tensor>& weight, const optional<Tensor>& bias, double eps,
+              double weight_offset) {
+  check_last_dim_input(x, op);
+  check_residual(x, residual, op);
+  Params params;
+  params.eps = static_cast<float>(eps);
+  params.weight_offset = static_cast<float>(weight_offset);
+  params.residual_after_norm = true;
+  TORCH_CHECK(params.weight_offset == 0.f || (weight.has_value() && weight->defined()), "simdnorm.",
+              op, ": weight_offset=", weight_offset,
+              " needs a weight (the scale is weight + weight_offset)");
+  run_into(id, op, x, residual, desc_of(residual), params, row_extras(params), weight, bias,
+           x.size(-1), [&](auto& a) { a.residual = residual.data_ptr(); });
+}
+
+void rms_norm_add(const Tensor& x, const Tensor& residual, const optional<Tensor>& weight,
+                  double eps, double weight_offset) {
+  norm_add<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm_add", x, residual, weight,
+                                      c10::nullopt, eps, weight_offset);
+}
+
+void layer_norm_add(const Tensor& x, const Tensor& residual, const optional<Tensor>& weight,
+                    const optional<Tensor>& bias, double eps) {
+  norm_add<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm_add", x, residual, weight,
+                                        bias, eps, 0.0);
+}
+
+// adaLN modulation (DiT): y = norm(x) [* weight + bias] * (1 + scale[b]) + shift[b] over the
+// last dim. The input's rows (all dims but the last, row-major) form B equal batches, one per row
+// of scale and shift ([B, D], rows dense and equally strided, such as chunks of DiT's
+// adaLN_modulation output; [D] or [1, D]: one row for every batch); float32 or the input's
+// dtype. Other layouts are copied.
+template <class Params>
+Tensor norm_modulate(op_id id, const char* op, const Tensor& x, const Tensor& scale,
+                     const Tensor& shift, const optional<Tensor>& weight,
+                     const optional<Tensor>& bias, double eps) {
+  check_last_dim_input(x, op);
+  const int64_t d = x.size(-1), rows = d == 0 ? 0 : x.numel() / d;
+  Tensor ms[2] = {scale, shift};
+  const char* names[2] = {"scale", "shift"};
+  for (int i = 0; i < 2; ++i) {
+    const Tensor& t = ms[i];
+    TORCH_CHECK(t.device().is_cpu() &&
+                    (t.scalar_type() == at::kFloat || t.scalar_type() == x.scalar_type()),
+                "simdnorm.", op, ": ", names[i],
+                " must be a float32 CPU tensor or one of the input's dtype (", x.scalar_type(),
+                "), got ", t.scalar_type(), " on ", t.device());
+    TORCH_CHECK((t.dim() == 1 || t.dim() == 2) && t.size(-1) == d, "simdnorm.", op, ": ", names[i],
+                " must be [B, ", d, "] or [", d, "], got ", t.sizes());
+  }
+  const int64_t batches = scale.dim() == 2 ? scale.size(0) : 1;
+  TORCH_CHECK(shift.sizes() == scale.sizes(), "simdnorm.", op, ": shift must have scale's sizes ",
+              scale.sizes(), ", got ", shift.sizes());
+  TORCH_CHECK(batches >= 1 && rows % batches == 0, "simdnorm.", op, ": ", batches,
+              " modulation rows must divide the input's ", rows, " rows");
+  const auto stride_of = [&](const Tensor& t) {
+    return t.dim() == 2 && batches > 1 ? t.stride(0) : 0;
+  };
+  const auto usable = [&](const Tensor& t) {
+    return t.scalar_type() == at::kFloat && (d <= 1 || t.stride(-1) == 1) &&
+           stride_of(t) == stride_of(ms[0]) && (batches == 1 || stride_of(t) >= d);
+  };
+  if (!usable(ms[0]) || !usable(ms[1]))
+    for (Tensor& t : ms) t = t.to(at::kFloat).contiguous();
+  Params params;
+  params.eps = static_cast<float>(eps);
+  params.modulation_tokens = rows / batches;
+  Tensor y = output_like(x);
+  run_into(id, op, x, y, desc_of(y), params, row_extras(params), weight, bias, d, [&](auto& a) {
+    a.modulation_scale = ms[0].data_ptr<float>();
+    a.modulation_shift = ms[1].data_ptr<float>();
+    a.modulation_stride = batches > 1 ? ms[0].stride(0) : 0;
+  });
+  return y;
+}
+
+Tensor layer_norm_modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                           const optional<Tensor>& weight, const optional<Tensor>& bias,
+                           double eps) {
+  return norm_modulate<simdnorm::layer_norm_params>(op_id::layer_norm, "layer_norm_modulate", x,
+                                                    scale, shift, weight, bias, eps);
+}
+
+Tensor rms_norm_modulate(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                         const optional<Tensor>& weight, double eps) {
+  return norm_modulate<simdnorm::rms_norm_params>(op_id::rms_norm, "rms_norm_modulate", x, scale,
+                                                  shift, weight, c10::nullopt, eps);
 }
 
 // Gated RMSNorm over the last dim (Qwen3-Next's RMSNormGated, norm before gate):
@@ -1004,6 +1099,47 @@ void fused_add_layer_norm_autograd(const Tensor& x, const Tensor& residual, cons
   bump_version(residual);
 }
 
+// The norm_add ops update the residual in place (its version counter bumped here).
+void rms_norm_add_autograd(const Tensor& x, const Tensor& residual, const optional<Tensor>& weight,
+                           double eps, double weight_offset) {
+  constexpr const char* op = "rms_norm_add";
+  check_no_grad(op, x, residual, weight);
+  check_mutable(residual, op, "residual");
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    rms_norm_add(x, residual, weight, eps, weight_offset);
+  }
+  bump_version(residual);
+}
+
+void layer_norm_add_autograd(const Tensor& x, const Tensor& residual,
+                             const optional<Tensor>& weight, const optional<Tensor>& bias,
+                             double eps) {
+  constexpr const char* op = "layer_norm_add";
+  check_no_grad(op, x, residual, weight, bias);
+  check_mutable(residual, op, "residual");
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    layer_norm_add(x, residual, weight, bias, eps);
+  }
+  bump_version(residual);
+}
+
+Tensor layer_norm_modulate_autograd(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                    const optional<Tensor>& weight, const optional<Tensor>& bias,
+                                    double eps) {
+  check_no_grad("layer_norm_modulate", x, scale, shift, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return layer_norm_modulate(x, scale, shift, weight, bias, eps);
+}
+
+Tensor rms_norm_modulate_autograd(const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                  const optional<Tensor>& weight, double eps) {
+  check_no_grad("rms_norm_modulate", x, scale, shift, weight);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return rms_norm_modulate(x, scale, shift, weight, eps);
+}
+
 Tensor rms_norm_gated_autograd(const Tensor& x, const Tensor& gate, const optional<Tensor>& weight,
                                double eps, double weight_offset, bool norm_before_gate) {
   check_no_grad("rms_norm_gated", x, gate, weight);
@@ -1172,6 +1308,18 @@ TORCH_LIBRARY(simdnorm, m) {
       "fused_add_layer_norm(Tensor(a!) input, Tensor(b!) residual, Tensor weight, Tensor bias, "
       "float eps=1e-05, Tensor? residual_bias=None) -> ()");
   m.def(
+      "rms_norm_add(Tensor input, Tensor(a!) residual, Tensor? weight=None, float eps=1e-06, "
+      "float weight_offset=0.) -> ()");
+  m.def(
+      "layer_norm_add(Tensor input, Tensor(a!) residual, Tensor? weight=None, "
+      "Tensor? bias=None, float eps=1e-05) -> ()");
+  m.def(
+      "layer_norm_modulate(Tensor input, Tensor scale, Tensor shift, Tensor? weight=None, "
+      "Tensor? bias=None, float eps=1e-06) -> Tensor");
+  m.def(
+      "rms_norm_modulate(Tensor input, Tensor scale, Tensor shift, Tensor? weight=None, "
+      "float eps=1e-06) -> Tensor");
+  m.def(
       "rms_norm_gated(Tensor input, Tensor gate, Tensor? weight=None, float eps=1e-06, "
       "float weight_offset=0., bool norm_before_gate=True) -> Tensor");
   m.def(
@@ -1225,6 +1373,10 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("rms_norm", &simdnorm_torch::rms_norm);
   m.impl("fused_add_rms_norm", &simdnorm_torch::fused_add_rms_norm);
   m.impl("fused_add_layer_norm", &simdnorm_torch::fused_add_layer_norm);
+  m.impl("rms_norm_add", &simdnorm_torch::rms_norm_add);
+  m.impl("layer_norm_add", &simdnorm_torch::layer_norm_add);
+  m.impl("layer_norm_modulate", &simdnorm_torch::layer_norm_modulate);
+  m.impl("rms_norm_modulate", &simdnorm_torch::rms_norm_modulate);
   m.impl("rms_norm_gated", &simdnorm_torch::rms_norm_gated);
   m.impl("rms_norm_quant", &simdnorm_torch::rms_norm_quant);
   m.impl("layer_norm_quant", &simdnorm_torch::layer_norm_quant);
@@ -1248,6 +1400,10 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("rms_norm", &simdnorm_torch::rms_norm_autograd);
   m.impl("fused_add_rms_norm", &simdnorm_torch::fused_add_rms_norm_autograd);
   m.impl("fused_add_layer_norm", &simdnorm_torch::fused_add_layer_norm_autograd);
+  m.impl("rms_norm_add", &simdnorm_torch::rms_norm_add_autograd);
+  m.impl("layer_norm_add", &simdnorm_torch::layer_norm_add_autograd);
+  m.impl("layer_norm_modulate", &simdnorm_torch::layer_norm_modulate_autograd);
+  m.impl("rms_norm_modulate", &simdnorm_torch::rms_norm_modulate_autograd);
   m.impl("rms_norm_gated", &simdnorm_torch::rms_norm_gated_autograd);
   m.impl("rms_norm_quant", &simdnorm_torch::rms_norm_quant_autograd);
   m.impl("layer_norm_quant", &simdnorm_torch::layer_norm_quant_autograd);

@@ -1,21 +1,8 @@
-"""The fused forms: gated RMSNorm, the residual add's bias, quantized outputs and split
-statistics (torch.ops.simdnorm.rms_norm_gated, fused_add_*(residual_bias=...),
+"""The fused forms: gated RMSNorm, the residual add's bias, the post-norm residual, adaLN
+modulation, quantized outputs and split statistics (torch.ops.simdnorm.rms_norm_gated,
+fused_add_*(residual_bias=...), rms_norm_add / layer_norm_add, *_norm_modulate,
 rms_norm_quant / layer_norm_quant and their _asymmetric and _static forms, *_moments / *_apply /
 merge_moments).
-
-Tolerances. y is compared with a float64 reference on the same (exactly converted) input within
-the bound of test_ops.py (2e-5 of the output's scale, plus the final rounding for bfloat16 and
-float16); the gate's silu(z) = z / (1 + exp(-z)) is computed in float32 (a few roundings, inside
-that bound). The residual sum h = (x + r) + bias is taken in float32 and rounded once: equal
-bit for bit to PyTorch's ((x.float() + r.float()) + bias.float()).to(dtype).
-
-Quantized codes: the reference is PyTorch's quantizer on the float64 PyTorch norm output:
-scale = amax(|y|) / qmax (127 for int8, 448 for fp8 e4m3fn), q = round-half-even(y / scale)
-(int8) or the nearest E4M3FN code, ties to the even code, saturating at 448. simdnorm's y
-differs from the reference by its float32 error, so a code may be one step away where y / scale
-lies within that error (bound above, scaled, plus two float32 roundings of the product) of a
-rounding boundary: such cases are allowed, counted, and must stay rare (at most 1 in 200
-codes); any other difference fails. The scales agree within the same error of amax.
 """
 import math
 
@@ -206,6 +193,89 @@ def test_residual_bias_errors():
                                  torch.ones(8).double())
     with pytest.raises(RuntimeError, match="no autograd formula"):
         ops.fused_add_rms_norm(x, r, torch.ones(8), 1e-6, torch.ones(8).requires_grad_())
+
+
+# ---- post-norm residual -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (4, 4096), (1, 70000)])
+@pytest.mark.parametrize("op", ["rms", "layer"])
+def test_norm_add(dtype, shape, op):
+    """Gemma 2's sandwich norm: residual <- residual + norm(input) (* (w + offset) + b), the
+    sum in float32 after the norm, rounded once; input untouched. In float32 it is bit for bit
+    the plain norm followed by +; in bfloat16 / float16 within the norm's bound plus one
+    rounding of the sum. (1, 70000): one row split across threads."""
+    n = shape[-1]
+    x, r = torch.randn(shape).to(dtype), (torch.randn(shape) * 4).to(dtype)
+    w, b = torch.randn(n), torch.randn(n)
+    x0, r0 = x.clone(), r.clone()
+    if op == "rms":
+        ops.rms_norm_add(x, r, w, 1e-6, 1.0)
+        norm, ref = ops.rms_norm(x0, [n], w, 1e-6, 1.0), rms64(x0, w, offset=1.0)
+    else:
+        ops.layer_norm_add(x, r, w, b, 1e-5)
+        norm, ref = ops.layer_norm(x0, [n], w, b, 1e-5), ln64(x0, w, b)
+    assert torch.equal(x, x0)
+    if dtype == torch.float32:
+        assert torch.equal(r, norm + r0)
+    assert_within(r, ref + r0.double(), dtype)
+
+
+def test_norm_add_in_place_over_input_and_errors():
+    x = torch.randn(4, 16)
+    x0 = x.clone()
+    ops.rms_norm_add(x, x)  # x <- x + rms_norm(x): the residual may be the input
+    assert torch.equal(x, x0 + ops.rms_norm(x0, [16]))
+    with pytest.raises(RuntimeError, match="residual must have the input's sizes and strides"):
+        ops.rms_norm_add(x, torch.randn(4, 32)[:, :16])
+    with pytest.raises(RuntimeError, match="residual must be a CPU tensor of the input's dtype"):
+        ops.layer_norm_add(x, x.double())
+    with pytest.raises(RuntimeError, match="weight_offset=1 needs a weight"):
+        ops.rms_norm_add(x, x.clone(), None, 1e-6, 1.0)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.layer_norm_add(x, x.clone(), torch.ones(16).requires_grad_())
+
+
+# ---- adaLN modulation --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["rms", "layer"])
+@pytest.mark.parametrize("form", ["chunks", "broadcast", "no_affine", "dtype_scale"])
+def test_norm_modulate(dtype, op, form):
+    """DiT's modulate(norm(x), shift, scale) = norm(x) * (1 + scale[b]) + shift[b], x [B, T, D]:
+    scale and shift chunks of the [B, 6 D] adaLN_modulation output (strided rows), one row
+    for all batches, no affine, and in the input's dtype (converted exactly)."""
+    B, T, D = 3, 5, 64
+    x = torch.randn(B, T, D).to(dtype)
+    ada = torch.randn(B, 6 * D)
+    shift, scale = ada[:, :D], ada[:, D:2 * D]  # adaLN_modulation(c).chunk(6, dim=1)
+    if form == "broadcast":
+        shift, scale = shift[0], scale[0]
+    if form == "dtype_scale":
+        shift, scale = shift.to(dtype), scale.to(dtype)
+    w, b = (None, None) if form == "no_affine" else (torch.randn(D), torch.randn(D))
+    if op == "rms":
+        y = ops.rms_norm_modulate(x, scale, shift, w, 1e-6)
+        ref = rms64(x, w)
+    else:
+        y = ops.layer_norm_modulate(x, scale, shift, w, b, 1e-6)
+        ref = ln64(x, w, b, 1e-6)
+    per_batch = (lambda t: t.double()) if scale.dim() == 1 else (lambda t: t.double()[:, None])
+    assert_within(y, ref * (1 + per_batch(scale)) + per_batch(shift), dtype)
+
+
+def test_norm_modulate_errors():
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(RuntimeError, match=r"scale must be \[B, 8\] or \[8\]"):
+        ops.layer_norm_modulate(x, torch.randn(2, 4), torch.randn(2, 4))
+    with pytest.raises(RuntimeError, match="shift must have scale's sizes"):
+        ops.layer_norm_modulate(x, torch.randn(2, 8), torch.randn(1, 8))
+    with pytest.raises(RuntimeError, match="4 modulation rows must divide the input's 6 rows"):
+        ops.rms_norm_modulate(x, torch.randn(4, 8), torch.randn(4, 8))
+    with pytest.raises(RuntimeError, match="scale must be a float32 CPU tensor"):
+        ops.rms_norm_modulate(x, torch.randn(2, 8).double(), torch.randn(2, 8))
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        ops.layer_norm_modulate(x, torch.randn(2, 8).requires_grad_(), torch.randn(2, 8))
 
 
 # ---- dynamic per-token quantization -------------------------------------------------------------
