@@ -58,6 +58,8 @@ struct row_norm_plan final : plan_impl {
   std::int64_t x_bytes = 0, y_bytes = 0;  // spans
   std::size_t x_elem = 4, y_elem = 4;     // bytes per element
   bool same_layout = false;
+  // x's rows do not overlap: a residual add may store h, which takes x's strides.
+  bool x_rows_disjoint = true;
   float weight_offset = 0.f;  // nonzero: the gamma_offset phase writes gamma + weight_offset
   // adaLN modulation: rows per batch (0: none), batches, floats per folded row (64-byte steps)
   std::size_t mod_tokens = 0, mod_batches = 0, mod_row_floats = 0;
@@ -321,6 +323,10 @@ struct row_norm_plan final : plan_impl {
     if (a.residual_bias != nullptr && a.residual == nullptr)
       return status::error(status_code::invalid_argument,
                            "args.residual_bias needs args.residual (h = x + residual + bias)");
+    if (a.residual_out != nullptr && !x_rows_disjoint)
+      return status::error(status_code::invalid_argument,
+                           "args.residual_out: x's strides make rows overlap, and h takes x's "
+                           "layout (give x distinct rows for the residual add)");
     if (a.residual == nullptr && a.residual_out == nullptr && a.gate == nullptr)
       return {};  // the plain call skips building the table below (280 bytes to fill)
     // h (residual_out) may be residual or x; y may be x or residual, never h. The gate is read
@@ -769,6 +775,7 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
     p->outer_size[0] = 1;
     p->n_outer = 1;
   }
+  p->x_rows_disjoint = rows_disjoint(p->n_outer, p->outer_size, p->outer_x_stride, cols);
   if (!rows_disjoint(p->n_outer, p->outer_size, p->outer_y_stride, cols))
     return status::error(status_code::unsupported_layout, "%s: y's strides make rows overlap",
                          opname);

@@ -430,6 +430,24 @@ TEST_CASE("residual: aliasing rules and errors write nothing") {
     CHECK(s.code() == simdnorm::status_code::invalid_argument);
     CHECK_MESSAGE(std::string(s.message()).find(c.message) != std::string::npos, s.message());
   }
+  {  // x's rows overlap (stride 0: every row reads the same memory): h, which takes x's
+     // layout, would too (found by the C API fuzzer), so the residual add is refused
+    tensor_desc xd = d;
+    xd.strides[0] = 0;
+    simdnorm::layer_norm_args a;
+    a.x = x.data();
+    a.residual = r.data();
+    a.residual_out = r.data();
+    a.y = y.data();
+    const simdnorm::status s = simdnorm::layer_norm(xd, d, {}, a);
+    CHECK(s.code() == simdnorm::status_code::invalid_argument);
+    CHECK_MESSAGE(
+        std::string(s.message()).find("x's strides make rows overlap") != std::string::npos,
+        s.message());
+    a.residual = a.residual_out = nullptr;  // without the residual add such an x is fine
+    CHECK(simdnorm::layer_norm(xd, d, {}, a).ok());
+    y.assign(n, 7.f);
+  }
   for (std::size_t i = 0; i < n; ++i) {
     CHECK(h[i] == 7.f);
     CHECK(y[i] == 7.f);
