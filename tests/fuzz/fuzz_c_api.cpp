@@ -14,14 +14,29 @@
 // subnormal values occur). Some inputs also merge random moments records
 // (simdnorm_merge_moments).
 //
+// The row ops' fused operands (docs/fusions.md; decode_fused, header bytes 44-53): some
+// LayerNorm, RMSNorm and Lp calls go through the op's own args struct (simdnorm_<op>_ex,
+// simdnorm_plan_execute_<op>, simdnorm_plan_run_<op>) and carry the residual add (residual,
+// residual_out, residual_bias; residual_out apart, over the residual, over x, over y, partly
+// over x or the residual, one of the pair missing, the residual being x or y), RMSNorm's gate
+// (after the norm: apart, as y, over h, partly over y, as x; gate_before_norm: apart, as y,
+// missing), adaLN modulation (modulation_tokens dividing the rows or not, negative, huge, 0
+// with operands; strides 0, the row length, padded, DiT's 6 D, too short, negative, one whose
+// span overflows; scale or shift missing, over y or over h), weight_offset (finite, 0, NaN,
+// Inf), 8-bit y (i8, u8, f8e4m3fn; dynamic, dynamic_asymmetric, per_tensor, per_channel or no
+// scaling; blocks 0, 32..256, the row, and invalid ones; static scales and zero points valid
+// and not) with y_scale / y_zero_point / amax given as required or one of them wrong, an 8-bit
+// x or a y type that is not one, row_amax, and sometimes another row op's args struct.
+//
 // What it checks (a failed check traps, so libFuzzer reports the input):
 //   1. Every call that fails returns a real status, sets a non-empty message, leaves *out NULL
 //      and writes nothing: every buffer (x, y with its padding, mean, rstd, running statistics,
-//      the batch counter, gamma, beta, moments records) stays bit-identical. Inputs the
+//      the batch counter, gamma, beta, moments records, residual, residual_out, bias, gate,
+//      modulation rows, y_scale, y_zero_point, amax) stays bit-identical. Inputs the
 //      documented rules forbid (bad rank, sizes, eps, enums, axes, groups, stages; y elements
 //      that overlap; a partial x/y overlap; pointers an op does not take; missing or bad
-//      moments records) must fail; simple valid layouts (dense, padded rows, channels-last)
-//      must be accepted.
+//      moments records; the fused rules of fused_plan_refused and fused_args_expect) must
+//      fail; simple valid layouts (dense, padded rows, channels-last) must be accepted.
 //   2. An accepted plan executes successfully with valid arguments, reports the documented
 //      rows / row_length, and gives bit-identical results on every execution path.
 //   3. Outputs match the float64 reference of fuzz_reference.hpp within its derived bound (y,
@@ -29,17 +44,25 @@
 //      not value-checked, which makes the check of the other units a confinement check. The
 //      moments stage's records have the exact count and the op's kind, and their mean and m2
 //      match the float64 statistics; the apply stage, given those statistics exactly, meets
-//      the bounds of the one-call outputs.
+//      the bounds of the one-call outputs. Fused calls: residual_out holds fl(fl(x + residual)
+//      + bias) bit for bit, and the reference normalizes it; the weight offset and adaLN
+//      modulation enter the reference as the gamma and beta the documented folds give, the
+//      gate through the bounds of fuzz_reference.hpp. The same plan into an f32 y from that
+//      residual_out (run_twin) must give a residual add's y bit for bit (the plain norm of h);
+//      for an 8-bit y that f32 y meets the float64 reference, and the scales, zero points and
+//      codes are the documented quantizer of it (check_quantized: exact, the asymmetric scale
+//      and zero point within their roundings); amax is max |y| of the f32 y exactly.
 //   4. Nothing outside y's elements is written: buffers are allocated with the exact size the
-//      descriptors address (AddressSanitizer catches any access past them) and every element
-//      that is not part of y (padding, x when not in place) is compared with a snapshot. The
-//      moments stage writes its records and nothing else (y untouched).
+//      descriptors address (AddressSanitizer catches any access past them) and every byte
+//      that is not part of y or residual_out (padding, x when not in place) is compared with a
+//      snapshot. The moments stage writes its records (and residual_out) and nothing else.
 //   5. simdnorm_merge_moments refuses bad records and writes nothing then; on good ones the
 //      counts add exactly and the fold matches a two-pass reference in long double.
 #include <stdlib.h>
 
 #include <algorithm>
 #include <array>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -252,33 +275,42 @@ void decode_strides(int nd, const std::int64_t* shape, const std::uint8_t* lay, 
 
 // ---- Buffers ------------------------------------------------------------------------------------
 
-/// A float buffer of exactly `lead + count` elements (the lead elements only misalign the
-/// data), filled with a NaN-payload sentinel, with a snapshot for "untouched" checks.
+/// A buffer of exactly `lead + count` elements of `elem` bytes (4: floats, 1: an 8-bit y; the
+/// lead elements only misalign the data), filled with a sentinel (floats: NaN payloads), with
+/// a snapshot for "untouched" checks.
 struct buffer {
-  float* base = nullptr;
-  float* data = nullptr;
-  std::size_t total = 0;
-  std::vector<std::uint32_t> snap;
+  unsigned char* base = nullptr;
+  unsigned char* bytes = nullptr;  ///< the data, after the lead elements
+  float* data = nullptr;           ///< the same, as floats
+  std::size_t total = 0, elem = 4;
+  std::vector<unsigned char> snap;
   buffer() = default;
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
   ~buffer() { std::free(base); }
-  void alloc(std::size_t count, std::size_t lead, std::uint32_t salt) {
+  std::size_t size() const { return total * elem; }
+  void alloc(std::size_t count, std::size_t lead, std::uint32_t salt, std::size_t elem_bytes = 4) {
+    elem = elem_bytes;
     total = lead + count;
     void* p = nullptr;
-    if (posix_memalign(&p, 64, total * sizeof(float)) != 0) std::abort();
-    base = static_cast<float*>(p);
-    data = base + lead;
-    for (std::size_t i = 0; i < total; ++i)
-      base[i] = bits_to_float(0x7FC00000u | ((salt * 0x9E37u + std::uint32_t(i)) & 0x3FFFFFu));
+    if (posix_memalign(&p, 64, size()) != 0) std::abort();
+    base = static_cast<unsigned char*>(p);
+    bytes = base + lead * elem;
+    data = reinterpret_cast<float*>(bytes);
+    for (std::size_t i = 0; i < total; ++i) {  // elem 1: the low byte
+      const std::uint32_t v = 0x7FC00000u | ((salt * 0x9E37u + std::uint32_t(i)) & 0x3FFFFFu);
+      std::memcpy(base + i * elem, &v, elem);
+    }
   }
-  void take_snapshot() {
-    snap.resize(total);
-    if (total) std::memcpy(snap.data(), base, total * sizeof(float));
+  /// True when `p` points into the buffer.
+  bool holds(const void* p) const {
+    const auto* c = static_cast<const unsigned char*>(p);
+    return base != nullptr && c >= base && c < base + size();
   }
-  bool unchanged() const { return total == 0 || std::memcmp(snap.data(), base, total * 4) == 0; }
+  void take_snapshot() { snap.assign(base, base + size()); }
+  bool unchanged() const { return size() == 0 || std::memcmp(snap.data(), base, size()) == 0; }
   void restore() {
-    if (total) std::memcpy(base, snap.data(), total * sizeof(float));
+    if (size()) std::memcpy(base, snap.data(), size());
   }
   /// A buffer of `n` moments records (8 floats of storage each, 64-byte aligned).
   void alloc_records(std::size_t n, std::uint32_t salt) { alloc(n * kRecordFloats, 0, salt); }
@@ -407,7 +439,7 @@ void set_sentinel_message() {
 
 void check_failure_reported(simdnorm_status s) {
   FUZZ_CHECK(s != SIMDNORM_OK);
-  FUZZ_CHECK(int(s) >= 1 && int(s) <= 6);
+  FUZZ_CHECK(int(s) >= 1 && int(s) <= int(SIMDNORM_UNSUPPORTED_DTYPE));
   FUZZ_CHECK(std::strcmp(fuzz_c_status_string(std::int32_t(s)), "unknown") != 0);
   const char* m = simdnorm_last_error_message();
   FUZZ_CHECK(m != nullptr && m[0] != '\0');
@@ -499,16 +531,50 @@ bool dense_padded_batch(const simdnorm_tensor_desc& t, int nd) {
 /// Outer dims [0, first) row-major with padding allowed: each stride (size-1 dims skipped)
 /// at least the extent of the dims inside it, the innermost at least `cols`.
 bool padded_rows(const simdnorm_tensor_desc& t, int first, std::int64_t cols) {
-  std::int64_t extent = cols;
+  __int128 extent = cols;  // up to an extent of INT64_MAX plus a row
   for (int i = first - 1; i >= 0; --i) {
     if (t.shape[i] == 1) continue;
     if (t.strides[i] < extent) return false;
-    extent = t.strides[i] * (t.shape[i] - 1) + extent;
+    extent = __int128(t.strides[i]) * (t.shape[i] - 1) + extent;
   }
   return true;
 }
 
 enum class expect { reject, accept, either };
+
+/// True when two of the elements at `offs` (each below `span`) are the same memory (exact, by
+/// enumeration).
+bool elements_overlap(const std::vector<std::int64_t>& offs, std::int64_t span) {
+  std::vector<bool> seen(std::size_t(span), false);
+  for (const std::int64_t o : offs) {
+    if (seen[std::size_t(o)]) return true;
+    seen[std::size_t(o)] = true;
+  }
+  return false;
+}
+
+/// Memory a call writes: elements of `elem` bytes at start + o elem for each offset o.
+struct region {
+  const void* start;
+  const std::vector<std::int64_t>* offs;
+  std::size_t elem;
+};
+
+/// True when every byte of `b` outside the regions (those that start in it) holds its
+/// snapshot.
+bool untouched_except(const buffer& b, std::initializer_list<region> regions) {
+  std::vector<char> written(b.size(), 0);
+  for (const region& r : regions) {
+    if (r.start == nullptr || !b.holds(r.start)) continue;
+    const std::size_t at = std::size_t(static_cast<const unsigned char*>(r.start) - b.base);
+    for (const std::int64_t o : *r.offs)
+      for (std::size_t k = 0, i = at + std::size_t(o) * r.elem; k < r.elem; ++k, ++i)
+        if (i < written.size()) written[i] = 1;
+  }
+  for (std::size_t i = 0; i < b.size(); ++i)
+    if (!written[i] && b.base[i] != b.snap[i]) return false;
+  return true;
+}
 
 // ---- The per-call check -------------------------------------------------------------------------
 
@@ -530,22 +596,26 @@ void pool_parallel_for(void* user, std::size_t n, simdnorm_task_fn task, void* c
 
 /// All memory one execution may touch, laid out from the decoded case.
 struct arena {
-  buffer xbuf, ybuf;  // ybuf unused when x and y share one buffer
-  bool shared = false;
-  std::size_t x_at = 0, y_at = 0;
+  buffer xbuf, ybuf;           // ybuf unused when x and y share one buffer
+  std::size_t x_at = 0;        ///< x's first float in xbuf
+  unsigned char* y = nullptr;  ///< y's first byte, in ybuf or xbuf
   buffer gamma, beta, mean, rstd, run_mean, run_var;
-  buffer moments_out, moments_in;  // records (buffer::records)
+  buffer moments_out, moments_in;                             // records (buffer::records)
+  buffer resid, resid_out, bias, gate, mod_scale, mod_shift;  // the row ops' fused operands
+  buffer y_scale, y_zero_point, amax;                         // and their quantized outputs
   std::int64_t counter = 0, counter_snap = 0;
   bool has_counter = false;
-  float* y() { return (shared ? xbuf.data : ybuf.data) + y_at; }
-  buffer& ybuffer() { return shared ? xbuf : ybuf; }
-  /// Every buffer; the buffers a call may write (x's: where y shares it).
-  std::array<buffer*, 10> all() {
-    return {&xbuf, &ybuf,     &gamma,   &beta,        &mean,
-            &rstd, &run_mean, &run_var, &moments_out, &moments_in};
+  float* x() { return xbuf.data + x_at; }
+  /// Every buffer.
+  std::array<buffer*, 19> all() {
+    return {&xbuf,      &ybuf,        &gamma,      &beta,         &mean,      &rstd, &run_mean,
+            &run_var,   &moments_out, &moments_in, &resid,        &resid_out, &bias, &gate,
+            &mod_scale, &mod_shift,   &y_scale,    &y_zero_point, &amax};
   }
-  std::array<buffer*, 7> outputs() {
-    return {&xbuf, &ybuf, &mean, &rstd, &run_mean, &run_var, &moments_out};
+  /// The buffers whose elements a call writes only where y or h lies (checked bytewise).
+  std::array<buffer*, 11> inputs() {
+    return {&xbuf,      &ybuf, &gamma, &beta,      &moments_in, &resid,
+            &resid_out, &bias, &gate,  &mod_scale, &mod_shift};
   }
   void snapshot_all() {
     for (buffer* b : all()) b->take_snapshot();
@@ -790,6 +860,684 @@ fuzzref::model model_of(const fuzz_case& c, const std::int64_t* shape, int ca, c
   return md;
 }
 
+// ---- The row ops' fused operands (docs/fusions.md) ----------------------------------------------
+
+constexpr std::int32_t kF32 = 0;  // simdnorm_dtype values (fuzzref has the 8-bit ones)
+using fuzzref::kF8;
+using fuzzref::kI8;
+using fuzzref::kU8;
+constexpr std::int32_t kDynamic = 0, kPerTensor = 1, kAsymmetric = 2;  // simdnorm_quant_scaling
+
+bool is_8bit(std::int32_t t) { return t == kI8 || t == kU8 || t == kF8; }
+std::size_t elem_bytes(std::int32_t t) { return is_8bit(t) ? 1 : 4; }
+
+/// Where residual_out (h) goes: apart, over the residual, over x (both allowed), over y, partly
+/// over x or the residual (refused), one of the pair missing (refused), and the residual being
+/// x or y itself (allowed by the library, not documented either way).
+enum residual_mode {
+  kResApart,
+  kResOverResidual,
+  kResOverX,
+  kResOverY,
+  kResPartlyOverX,
+  kResPartlyOverResidual,
+  kResNoOut,
+  kResNoIn,
+  kResIsX,
+  kResIsY
+};
+/// Where the gate goes (RMSNorm): apart, y (allowed with y's layout and type), h, partly over
+/// y (refused), x; and gate_before_norm with the gate apart, as y, or missing (refused).
+enum gate_mode {
+  kGateApart,
+  kGateIsY,
+  kGateIsH,
+  kGatePartlyOverY,
+  kGateIsX,
+  kGateBefore,
+  kGateBeforeIsY,
+  kGateBeforeNone
+};
+
+/// The fused operands of a row-op call (LayerNorm, RMSNorm, Lp), from header bytes 44-53, which
+/// the row ops use for nothing else. Byte 44 bit 7 makes the call with the op's args struct
+/// (simdnorm_<op>_ex, simdnorm_plan_execute_<op>, simdnorm_plan_run_<op>); its bits 0-6 add the
+/// residual add (placed by byte 45's low nibble), the residual bias, the gate (RMSNorm; byte
+/// 45's high nibble), adaLN modulation (bytes 46-47), the weight offset (byte 48), the tensor
+/// types and quantization parameters (bytes 49-51) and row_amax. Byte 52 gives the quantized
+/// outputs right or one of them wrong, and sometimes another row op's args struct; byte 53
+/// picks the fused operands' values. The Lp norm takes the residual and the y type only.
+struct fused_case {
+  bool on = false;
+  bool quant_outputs = false;  ///< the args struct has quantized outputs (not the Lp norm's)
+  bool residual = false, bias = false, gate = false, modulation = false;
+  int residual_mode = kResApart, gate_mode = kGateApart;
+  int mod_place = 0;  ///< 0, 1: apart; 2: the shift over y; 3: the scale over h (or y)
+  bool null_scale = false, null_shift = false;
+  std::int64_t stride = 0;  ///< modulation_stride
+  int outputs_mode = 0;     ///< 4, 5, 6: y_scale, y_zero_point, amax given where not taken or
+                            ///< missing where required; otherwise as the plan takes them
+  bool cross_op = false;    ///< another row op's args struct (plan calls): refused
+  int value_mode = 0;
+  // the plan's parameters
+  std::int32_t x_type = kF32, y_type = kF32, scaling = kDynamic, block = 0, zero_point = 0;
+  float scale = 1.f, weight_offset = 0.f;
+  std::int64_t tokens = 0;
+  bool row_amax = false, gate_before = false;
+
+  /// NULL params: the defaults, the tensor types kept.
+  void default_params() {
+    scaling = kDynamic, block = 0, zero_point = 0, scale = 1.f, weight_offset = 0.f;
+    tokens = 0, row_amax = false, gate_before = false;
+  }
+};
+
+/// rows itself or one of its divisors up to 64, by `pick`.
+std::int64_t pick_divisor(std::int64_t rows, std::uint8_t pick) {
+  std::int64_t d[65];
+  int n = 0;
+  for (std::int64_t k = 1; k <= std::min<std::int64_t>(rows, 64); ++k)
+    if (rows % k == 0) d[n++] = k;
+  if (rows > 64 || n == 0) d[n++] = std::max<std::int64_t>(rows, 1);
+  return d[pick % n];
+}
+
+/// modulation_tokens T (byte m bits 0-2), the stride (bits 3-5) and where scale and shift lie
+/// (bits 6-7); byte a picks T's divisor and the stride's padding.
+void decode_modulation(std::uint8_t m, std::uint8_t a, std::int64_t rows, std::int64_t cols,
+                       fused_case* f) {
+  switch (m % 8) {
+    case 0: f->tokens = rows; break;
+    case 1: f->tokens = 1; break;
+    case 3: f->tokens = rows + 1; break;  // divides no row count: refused
+    case 4: f->tokens = -1; break;
+    case 5: f->tokens = kI64Max; break;
+    case 6: f->tokens = 0; break;  // modulation operands without a modulation plan: refused
+    default: f->tokens = pick_divisor(rows, a); break;
+  }
+  switch ((m >> 3) % 8) {
+    case 0: f->stride = 0; break;  // one row for all
+    case 1: f->stride = cols; break;
+    case 2: f->stride = cols + 1 + (a >> 6); break;
+    case 3: f->stride = wrap_mul(6, cols); break;  // DiT's chunked [B, 6 D]
+    case 4: f->stride = cols - 1; break;           // shorter than a row (cols 1: 0, valid)
+    case 5: f->stride = -cols; break;
+    case 6: f->stride = kI64Max / 2; break;  // one batch: valid; more: the span overflows
+    default:
+      f->stride = cols;
+      (a & 1 ? f->null_scale : f->null_shift) = true;
+      break;
+  }
+  f->mod_place = m >> 6;
+}
+
+/// The tensor types and quantization: byte t picks y's type (and, rarely, an 8-bit x or a
+/// value that is not a type) and the scaling, b the block, s the static scale and zero point.
+void decode_quant(std::uint8_t t, std::uint8_t b, std::uint8_t s, std::int64_t cols,
+                  fused_case* f) {
+  constexpr std::int32_t kYTypes[8] = {kI8, kI8, kU8, kF8, kF8, kF32, kF32, 6};
+  f->y_type = kYTypes[t % 8];
+  if (t % 8 == 6) f->x_type = kI8;  // 8-bit types are outputs: refused
+  constexpr std::int32_t kScalings[8] = {kDynamic,    kDynamic,   kAsymmetric,         kPerTensor,
+                                         kAsymmetric, kPerTensor, 3 /* per channel */, 77};
+  f->scaling = kScalings[(t >> 3) % 8];
+  constexpr std::int32_t kBlocks[12] = {0, 0, 0, 32, 64, 128, 256, -1 /* cols */, 16, 48, 257, -32};
+  const std::int32_t block = kBlocks[b % 12];
+  f->block = block == -1 ? std::int32_t(std::min<std::int64_t>(cols, kI32Max)) : block;
+  constexpr float kScales[10] = {1.f,  0.02f, 1e-3f,    50.f,   0.f,
+                                 -1.f, NAN,   INFINITY, 1e-39f, FLT_MAX};
+  f->scale = kScales[(s & 15) % 10];
+  constexpr std::int32_t kZeroPoints[8] = {0, 0, -3, 128, 255, -128, 256, -129};
+  f->zero_point = kZeroPoints[(s >> 4) % 8];
+}
+
+fused_case decode_fused(const std::uint8_t* h, int op, std::int64_t rows, std::int64_t cols) {
+  fused_case f;
+  const std::uint8_t flags = h[44];
+  f.on = op <= kLpNorm && (flags & 0x80);
+  if (!f.on) return f;
+  const bool ln_rms = op != kLpNorm;
+  f.quant_outputs = ln_rms;
+  f.residual = flags & 1;
+  f.bias = flags & 2;
+  f.gate = op == kRmsNorm && (flags & 4);
+  f.modulation = ln_rms && (flags & 8);
+  f.row_amax = ln_rms && (flags & 0x40);
+  constexpr int kResidualModes[16] = {
+      kResApart, kResApart, kResApart, kResOverResidual, kResOverResidual,
+      kResOverX, kResOverX, kResOverY, kResPartlyOverX,  kResPartlyOverResidual,
+      kResNoOut, kResNoIn,  kResIsX,   kResIsY,          kResOverResidual,
+      kResOverX};
+  f.residual_mode = kResidualModes[h[45] & 15];
+  f.gate_mode = (h[45] >> 4) % 8;
+  f.gate_before = f.gate && f.gate_mode >= kGateBefore;
+  if (ln_rms && (flags & 0x10)) {
+    constexpr float kOffsets[10] = {1.f, -1.f,     0.5f,      1e-3f, 0.f,
+                                    NAN, INFINITY, -INFINITY, 1e30f, 3e38f};
+    f.weight_offset = kOffsets[h[48] % 10];
+  }
+  if (f.modulation) decode_modulation(h[46], h[47], rows, cols, &f);
+  if (flags & 0x20) decode_quant(h[49], h[50], h[51], cols, &f);
+  if (!ln_rms) f.scaling = kDynamic, f.block = 0, f.x_type = kF32;  // the y type only
+  f.outputs_mode = h[52] & 7;
+  f.cross_op = (h[52] >> 3) % 8 == 7;
+  f.value_mode = h[53] % 4;
+  return f;
+}
+
+/// The fused parameters into the plan's parameters and the tensor descriptors.
+void apply_fused(const fused_case& f, fuzz_case* c) {
+  set_enum(&c->xd.type, f.x_type);
+  set_enum(&c->yd.type, f.y_type);
+  simdnorm_quant_params* q = c->op == kLayerNorm ? &c->ln.quant : &c->rms.quant;
+  if (c->op == kLpNorm || c->null_params) return;
+  set_enum(&q->scaling, f.scaling);
+  q->block = f.block;
+  q->scale = f.scale;
+  q->zero_point = f.zero_point;
+  q->row_amax = f.row_amax;
+  if (c->op == kLayerNorm) {
+    c->ln.weight_offset = f.weight_offset;
+    c->ln.modulation_tokens = f.tokens;
+  } else {
+    c->rms.weight_offset = f.weight_offset;
+    c->rms.modulation_tokens = f.tokens;
+    c->rms.gate_before_norm = f.gate_before;
+  }
+}
+
+/// The documented plan-time rules of the fused parameters (plan.hpp: quant_params,
+/// layer_norm_params, rms_norm_params): true when the plan must be refused.
+bool fused_plan_refused(const fused_case& f, int op, std::int32_t stage, std::int64_t rows,
+                        std::int64_t cols) {
+  const bool y8 = is_8bit(f.y_type);
+  if (f.x_type != kF32 || !(y8 || f.y_type == kF32)) return true;
+  if (op == kLpNorm) return y8;  // 8-bit outputs are LayerNorm's and RMSNorm's
+  const bool dynamic = f.scaling == kDynamic || f.scaling == kAsymmetric;
+  if (!dynamic && f.scaling != kPerTensor) return true;  // per channel, or not a scaling
+  if (!y8 && (f.scaling != kDynamic || f.block != 0)) return true;
+  if (f.scaling == kDynamic && f.y_type == kU8) return true;     // no symmetric u8
+  if (f.scaling == kAsymmetric && f.y_type == kF8) return true;  // no fp8 zero point
+  if ((y8 || f.row_amax) && stage == kApply) return true;        // whole rows
+  if (dynamic && f.block != 0 && (f.block < 32 || f.block > 256 || cols % f.block != 0))
+    return true;
+  if (f.scaling == kPerTensor) {
+    if (!(f.scale > 0.f && f.scale <= FLT_MAX) || !(1.f / f.scale <= FLT_MAX)) return true;
+    const int lo = f.y_type == kI8 ? -128 : 0;
+    const int hi = f.y_type == kI8 ? 127 : f.y_type == kU8 ? 255 : 0;
+    if (f.zero_point < lo || f.zero_point > hi) return true;
+  }
+  if (!std::isfinite(f.weight_offset)) return true;
+  if (f.tokens < 0 || (f.tokens > 0 && rows % f.tokens != 0)) return true;
+  if (f.tokens > 0 && stage == kMoments) return true;  // no y to modulate
+  return f.gate_before && (stage != kFull || y8 || f.tokens != 0);
+}
+
+/// A moments plan with an 8-bit y or row_amax: plan.hpp says such row plans are
+/// stats_stage::full only, while a moments plan leaves y unused; the library accepts it, and
+/// the quantized outputs are then refused (its check of the moments stage) or ignored.
+bool fused_plan_open(const fused_case& f, std::int32_t stage) {
+  return stage == kMoments && (is_8bit(f.y_type) || f.row_amax);
+}
+
+/// Floats the modulation rows span, (B - 1) stride + row length; 0 where the stride is
+/// refused or the span's bytes overflow int64 (the plan reads none of it then).
+std::int64_t modulation_span(const fused_case& f, std::int64_t rows, std::int64_t cols) {
+  if (f.stride < 0 || (f.stride > 0 && f.stride < cols)) return 0;
+  const std::int64_t batches =
+      f.stride == 0 || f.tokens <= 0 ? 1 : std::max<std::int64_t>(rows / f.tokens, 1);
+  const __int128 span = __int128(batches - 1) * f.stride + cols;
+  return span * 4 > kI64Max ? 0 : std::int64_t(span);
+}
+
+/// The fused operands as the op's args struct takes them.
+struct fused_ptrs {
+  simdnorm_residual_operands residual{};
+  simdnorm_quantized_outputs quant{};
+  simdnorm_modulation_operands modulation{};
+  const void* gate = nullptr;
+};
+
+/// The row ops' args structs, from the common operands and the fused ones.
+struct row_args {
+  simdnorm_layer_norm_args ln;
+  simdnorm_rms_norm_args rms;
+  simdnorm_lp_norm_args lp;
+  row_args(const simdnorm_norm_args& a, const fused_ptrs& p)
+      : ln{a, p.residual, p.quant, p.modulation},
+        rms{a, p.residual, p.quant, p.modulation, p.gate},
+        lp{a, p.residual} {}
+};
+
+/// The op whose args struct a call passes to a plan of `op` (cross: another row op's).
+int args_op(int op, bool cross) { return !cross ? op : op == kLayerNorm ? kRmsNorm : kLayerNorm; }
+
+simdnorm_status execute_fused(simdnorm_plan_t plan, int op, const row_args* a,
+                              const simdnorm_executor* e) {
+  switch (op) {
+    case kLayerNorm: return simdnorm_plan_execute_layer_norm(plan, a ? &a->ln : nullptr, e);
+    case kRmsNorm: return simdnorm_plan_execute_rms_norm(plan, a ? &a->rms : nullptr, e);
+    default: return simdnorm_plan_execute_lp_norm(plan, a ? &a->lp : nullptr, e);
+  }
+}
+
+simdnorm_status run_fused(simdnorm_plan_t plan, int op, const row_args* a, std::size_t phase,
+                          std::size_t begin, std::size_t end) {
+  switch (op) {
+    case kLayerNorm:
+      return simdnorm_plan_run_layer_norm(plan, a ? &a->ln : nullptr, phase, begin, end);
+    case kRmsNorm:
+      return simdnorm_plan_run_rms_norm(plan, a ? &a->rms : nullptr, phase, begin, end);
+    default: return simdnorm_plan_run_lp_norm(plan, a ? &a->lp : nullptr, phase, begin, end);
+  }
+}
+
+simdnorm_status one_shot_fused(const fuzz_case& c, const row_args* a, const simdnorm_executor* e) {
+  const void* p = params_of(c);
+  switch (c.op) {
+    case kLayerNorm:
+      return simdnorm_layer_norm_ex(&c.xd, &c.yd, static_cast<const simdnorm_layer_norm_params*>(p),
+                                    a ? &a->ln : nullptr, e);
+    case kRmsNorm:
+      return simdnorm_rms_norm_ex(&c.xd, &c.yd, static_cast<const simdnorm_rms_norm_params*>(p),
+                                  a ? &a->rms : nullptr, e);
+    default:
+      return simdnorm_lp_norm_ex(&c.xd, &c.yd, static_cast<const simdnorm_lp_norm_params*>(p),
+                                 a ? &a->lp : nullptr, e);
+  }
+}
+
+/// Calls `call` with the row ops' args structs made from `a` and the fused operands (a null
+/// `a` stays null: the misuse of a null args pointer).
+template <class Call>
+simdnorm_status with_row_args(const simdnorm_norm_args* a, const fused_ptrs& p, Call call) {
+  if (a == nullptr) return call(nullptr);
+  const row_args r(*a, p);
+  return call(&r);
+}
+
+/// What the placement of the fused operands needs of the call.
+struct call_geometry {
+  const std::vector<std::int64_t>* xo = nullptr;  ///< x's element offsets (logical order)
+  std::int64_t x_span = 0, y_floats = 0, rows = 0, cols = 0, segs = 1;
+  /// y is f32, in a buffer of its own, with x's strides: the residual and the gate may be it.
+  bool y_apart_same_layout = false;
+  /// y's buffer has room for x's span from y on: h may go over y (a moments plan takes it).
+  bool x_fits_y = false;
+};
+
+/// Allocates the fused operands where their modes put them and writes their values (at x's
+/// offsets; modulation rows and the bias dense). `value(spread)` gives one value.
+template <class Value>
+fused_ptrs place_fused(const fused_case& f, const call_geometry& g, rng& r, arena& m, Value value) {
+  fused_ptrs p;
+  float* x = m.x();
+  float* y = reinterpret_cast<float*>(m.y);
+  const std::size_t span = std::size_t(g.x_span);
+  auto fill = [&](float* at, double spread) {
+    for (const std::int64_t o : *g.xo) at[o] = value(spread);
+    return at;
+  };
+  auto own = [&](buffer& b, std::size_t n, std::uint32_t salt, double spread) {
+    b.alloc(n, 0, salt);
+    return fill(b.data, spread);
+  };
+  auto out = [&]() {
+    m.resid_out.alloc(span, 0, 21);
+    return m.resid_out.data;
+  };
+  auto partly = [&](std::int64_t n) {  // an offset inside a span of n >= 2
+    return std::size_t(1 + r.next() % std::uint64_t(n - 1));
+  };
+  if (f.residual) {
+    float *in = nullptr, *h = nullptr;
+    switch (f.residual_mode) {
+      case kResApart: in = own(m.resid, span, 20, 2), h = out(); break;
+      case kResOverResidual: in = h = own(m.resid, span, 20, 2); break;
+      case kResOverX: in = own(m.resid, span, 20, 2), h = x; break;
+      case kResOverY: in = own(m.resid, span, 20, 2), h = g.x_fits_y ? y : out(); break;
+      case kResPartlyOverX:  // a partial overlap needs two elements; with one, apart
+        in = own(m.resid, span, 20, 2), h = g.x_span > 1 ? x + partly(g.x_span) : out();
+        break;
+      case kResPartlyOverResidual: {
+        const std::size_t k = g.x_span > 1 ? partly(g.x_span) : 1;
+        in = own(m.resid, span + k, 20, 2), h = in + k;
+        break;
+      }
+      case kResNoOut: in = own(m.resid, span, 20, 2); break;
+      case kResNoIn: h = out(); break;
+      case kResIsX: in = x, h = out(); break;
+      default:  // kResIsY
+        in = g.y_apart_same_layout ? fill(y, 2) : own(m.resid, span, 20, 2), h = out();
+        break;
+    }
+    p.residual.in = in;
+    p.residual.out = h;
+  }
+  if (f.bias) {
+    m.bias.alloc(std::size_t(g.cols), 0, 22);
+    for (std::int64_t i = 0; i < g.cols; ++i) m.bias.data[i] = value(1);
+    p.residual.bias = m.bias.data;
+  }
+  if (f.gate) {
+    switch (f.gate_mode) {
+      case kGateIsY:
+      case kGateBeforeIsY:  // values there only where y may be the gate
+        if (g.y_apart_same_layout) fill(y, 4);
+        p.gate = m.y;
+        break;
+      case kGateIsH: p.gate = p.residual.out ? p.residual.out : own(m.gate, span, 23, 4); break;
+      case kGatePartlyOverY:
+        p.gate = g.y_floats > 1 ? y + partly(g.y_floats) : own(m.gate, span, 23, 4);
+        break;
+      case kGateIsX: p.gate = x; break;
+      case kGateBeforeNone: break;
+      default: p.gate = own(m.gate, span, 23, 4); break;  // kGateApart, kGateBefore
+    }
+  }
+  if (f.modulation) {
+    const std::int64_t n = std::max(modulation_span(f, g.rows, g.cols), g.cols);
+    auto rows_of = [&](buffer& b, std::uint32_t salt, double spread) {
+      b.alloc(std::size_t(n), 0, salt);
+      for (std::int64_t i = 0; i < n; ++i) b.data[i] = value(spread);
+      return b.data;
+    };
+    const float* scale = rows_of(m.mod_scale, 24, 0.7);
+    const float* shift = rows_of(m.mod_shift, 25, 2);
+    if (f.mod_place == 2) shift = y;
+    if (f.mod_place == 3) scale = p.residual.out ? static_cast<float*>(p.residual.out) : y;
+    p.modulation.scale = f.null_scale ? nullptr : scale;
+    p.modulation.shift = f.null_shift ? nullptr : shift;
+    p.modulation.stride = f.stride;
+  }
+  if (!f.quant_outputs) return p;
+  const bool need_scale = is_8bit(f.y_type) && f.scaling != kPerTensor;
+  const std::size_t n_scales = std::size_t(g.rows * g.segs);
+  if (need_scale != (f.outputs_mode == 4)) {
+    m.y_scale.alloc(n_scales, 0, 26);
+    p.quant.y_scale = m.y_scale.data;
+  }
+  if ((f.scaling == kAsymmetric) != (f.outputs_mode == 5)) {
+    m.y_zero_point.alloc(n_scales, 0, 27);
+    p.quant.y_zero_point = reinterpret_cast<std::int32_t*>(m.y_zero_point.bytes);
+  }
+  if (f.row_amax != (f.outputs_mode == 6)) {
+    m.amax.alloc(std::size_t(g.rows), 0, 28);
+    p.quant.amax = m.amax.data;
+  }
+  return p;
+}
+
+enum class lap { apart, same, partly };
+
+/// How [p, p + pn) and [q, q + qn) (bytes) meet; apart where either is null.
+lap overlap(const void* p, std::size_t pn, const void* q, std::size_t qn) {
+  if (p == nullptr || q == nullptr) return lap::apart;
+  const auto a = reinterpret_cast<std::uintptr_t>(p), b = reinterpret_cast<std::uintptr_t>(q);
+  if (a == b) return lap::same;
+  return a < b + qn && b < a + pn ? lap::partly : lap::apart;
+}
+
+/// What the fused-operand rules need of the plan and the call.
+struct call_info {
+  std::int32_t stage = kFull;
+  std::size_t x_bytes = 0, y_bytes = 0;
+  std::int64_t rows = 0, cols = 0;
+  bool same_layout = false;  ///< x and y: equal strides and types
+  bool plan_open = false;    ///< fused_plan_open
+  bool x_overlaps = false;   ///< x's elements overlap, so would h's (it takes x's strides)
+  bool x_plain_rows = true;  ///< x's rows are row-major with padding (padded_rows)
+};
+
+/// The documented rules of the fused operands at a call (docs/fusions.md; plan.hpp's
+/// residual_operands, quantized_outputs, modulation_operands and gate_operand), and the
+/// library's refusal of a residual_out whose rows would overlap (tests/test_residual.cpp):
+/// refused, or either where the documentation leaves the outcome open (the residual being x or
+/// y, the gate being x; the gate, a missing gamma for the weight offset and the quantized
+/// outputs given to a moments plan, which reads x only).
+expect fused_args_expect(const fused_case& f, const fused_ptrs& p, const simdnorm_norm_args& a,
+                         const call_info& g) {
+  bool reject = false, open = false;
+  const simdnorm_residual_operands& r = p.residual;
+  const std::size_t xb = g.x_bytes, yb = g.y_bytes;
+  const bool moments = g.stage == kMoments;
+  reject |= (r.in == nullptr) != (r.out == nullptr);
+  reject |= r.bias != nullptr && r.in == nullptr;
+  // h's rows must not overlap (as y's): refused where x's do; the library's test of that is
+  // sufficient only (as for y's rows), so layouts other than padded rows may be refused too
+  if (r.out) {
+    reject |= g.x_overlaps;
+    open |= !g.x_plain_rows;
+  }
+  reject |= overlap(r.out, xb, a.x, xb) == lap::partly;
+  reject |= overlap(r.out, xb, r.in, xb) == lap::partly;
+  open |= overlap(r.in, xb, a.x, xb) == lap::same;
+  reject |= overlap(p.gate, xb, r.out, xb) != lap::apart;
+  open |= overlap(p.gate, xb, a.x, xb) == lap::same;
+  if (moments) {
+    open |= p.gate != nullptr;
+  } else {  // y is written: never over h; the gate only as y, with y's layout and type
+    reject |= overlap(r.out, xb, a.y, yb) != lap::apart;
+    open |= overlap(r.in, xb, a.y, yb) != lap::apart;
+    const lap gy = overlap(p.gate, xb, a.y, yb);
+    reject |= gy == lap::partly || (gy == lap::same && !g.same_layout);
+  }
+  reject |= g.stage == kApply && (r.in || r.out);
+  reject |= f.gate_before && (p.gate == nullptr || r.in || r.out);
+  // the quantized outputs: required where the plan writes them, refused elsewhere
+  const bool mismatch =
+      f.quant_outputs &&
+      ((p.quant.y_scale != nullptr) != (is_8bit(f.y_type) && f.scaling != kPerTensor) ||
+       (p.quant.y_zero_point != nullptr) != (f.scaling == kAsymmetric) ||
+       (p.quant.amax != nullptr) != f.row_amax);
+  if (g.plan_open)  // given or not: documented both ways (fused_plan_open)
+    open = true;
+  else
+    reject |= mismatch;
+  if (f.weight_offset != 0.f && a.gamma == nullptr) (moments ? open : reject) = true;
+  const simdnorm_modulation_operands& md = p.modulation;
+  if (f.tokens == 0) {
+    reject |= md.scale || md.shift || md.stride != 0;
+  } else {
+    const std::int64_t span = modulation_span(f, g.rows, g.cols);
+    reject |= !md.scale || !md.shift || span == 0 || p.gate != nullptr;
+    for (const void* in : {static_cast<const void*>(md.scale), static_cast<const void*>(md.shift)})
+      reject |= overlap(in, std::size_t(span) * 4, a.y, yb) != lap::apart ||
+                overlap(in, std::size_t(span) * 4, r.out, xb) != lap::apart;
+  }
+  return reject ? expect::reject : open ? expect::either : expect::accept;
+}
+
+/// Float values that must be equal: the same bits, or both NaN (payloads are not specified).
+bool same_float(float a, float b) {
+  return float_bits(a) == float_bits(b) || (std::isnan(a) && std::isnan(b));
+}
+
+/// h = (x + residual) + bias as the library must store it (docs/fusions.md): the f32 sums, in
+/// that order, each rounded to f32. Logical order.
+std::vector<float> residual_sum(const std::vector<float>& x, const std::vector<float>& r,
+                                const float* bias, std::int64_t cols) {
+  std::vector<float> h(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float s = x[i] + r[i];
+    h[i] = bias ? s + bias[std::int64_t(i) % cols] : s;
+  }
+  return h;
+}
+
+/// gamma and beta as the normalize pass applies them, per modulation batch (docs/fusions.md's
+/// rounding points, in f32): gamma + weight_offset, and with adaLN modulation
+/// gamma_eff = fl(g fl(1 + scale)) (g = 1 without gamma), beta_eff = fl(fl(beta fl(1 + scale)) +
+/// shift) (the shift itself without beta). Empty where the plain gamma or beta applies.
+struct affine_eff {
+  std::vector<float> gamma, beta;
+};
+affine_eff effective_affine(const fused_case& f, const simdnorm_norm_args& a,
+                            const simdnorm_modulation_operands& md, std::int64_t batches,
+                            std::int64_t cols) {
+  affine_eff e;
+  auto g_of = [&](std::int64_t i) {
+    if (a.gamma == nullptr) return 1.f;
+    return f.weight_offset != 0.f ? a.gamma[i] + f.weight_offset : a.gamma[i];
+  };
+  if (f.tokens == 0) {
+    if (f.weight_offset != 0.f)
+      for (std::int64_t i = 0; i < cols; ++i) e.gamma.push_back(g_of(i));
+    return e;
+  }
+  for (std::int64_t b = 0; b < batches; ++b)
+    for (std::int64_t i = 0; i < cols; ++i) {
+      const std::int64_t at = b * md.stride + i;
+      const float s1 = 1.f + md.scale[at];
+      e.gamma.push_back(g_of(i) * s1);
+      if (a.beta == nullptr) {
+        e.beta.push_back(md.shift[at]);
+      } else {
+        const float t = a.beta[i] * s1;
+        e.beta.push_back(t + md.shift[at]);
+      }
+    }
+  return e;
+}
+
+/// The f32 y of the same plan from h, the values its norm read (at x's offsets), with the same
+/// gamma, beta, gate, modulation and weight offset, into a dense f32 y: what an 8-bit y
+/// quantizes and what the residual add normalizes, bit for bit (docs/fusions.md). row_amax
+/// keeps the rows whole, as an 8-bit y does, and gives their amax. Logical order.
+struct twin_result {
+  std::vector<float> y, amax;
+};
+twin_result run_twin(const fuzz_case& c, bool row_amax, const simdnorm_norm_args& a,
+                     const fused_ptrs& p, const std::vector<float>& h,
+                     const std::vector<float>& gate, const std::vector<std::int64_t>& xo,
+                     std::int64_t x_span, std::int64_t rows) {
+  const std::size_t span = std::size_t(x_span);
+  std::vector<float> x(span), z(gate.empty() ? 0 : span);
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    x[std::size_t(xo[i])] = h[i];
+    if (!gate.empty()) z[std::size_t(xo[i])] = gate[i];
+  }
+  twin_result t{std::vector<float>(h.size()), std::vector<float>(std::size_t(rows))};
+  fuzz_case tc = c;
+  std::memset(&tc.yd, 0, sizeof tc.yd);
+  FUZZ_CHECK(simdnorm_tensor_contiguous(&tc.yd, c.xd.ndim, c.xd.shape) == SIMDNORM_OK);
+  set_enum(&tc.yd.type, kF32);
+  tc.null_params = false;  // set_defaults() left the defaults there
+  simdnorm_quant_params q;
+  std::memset(&q, 0, sizeof q);
+  q.scale = 1.f;
+  q.row_amax = row_amax;
+  tc.ln.quant = tc.rms.quant = q;
+  simdnorm_plan_t plan = nullptr;
+  FUZZ_CHECK(make_plan(tc, &tc.xd, &tc.yd, &plan) == SIMDNORM_OK);
+  simdnorm_norm_args base;
+  std::memset(&base, 0, sizeof base);
+  base.x = x.data();
+  base.y = t.y.data();
+  base.gamma = a.gamma;
+  base.beta = a.beta;
+  fused_ptrs tp;
+  tp.modulation = p.modulation;
+  tp.gate = gate.empty() ? nullptr : z.data();
+  tp.quant.amax = row_amax ? t.amax.data() : nullptr;
+  const row_args ta(base, tp);
+  const simdnorm_status s = execute_fused(plan, c.op, &ta, nullptr);
+  simdnorm_plan_destroy(plan);
+  FUZZ_CHECK(s == SIMDNORM_OK);
+  return t;
+}
+
+/// The bits of max |v| over v[0, n) (NaN above Inf above any finite value), as the library
+/// takes the amax of y.
+std::uint32_t amax_bits(const float* v, std::int64_t n) {
+  std::uint32_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) m = std::max(m, float_bits(v[i]) & 0x7FFFFFFFu);
+  return m;
+}
+
+/// A dynamic segment's asymmetric scale and zero point (docs/fusions.md) against the f32 y's
+/// range [lo, hi] = [min(0, min y), max(0, max y)]: a range of zeros gives scale 1 and zero
+/// point qmin; otherwise the scale is (hi - lo) / 255 within its f32 roundings (4 u; FLT_MIN
+/// below that) and the zero point sat(rne(qmin - lo / scale)) within half a code plus the
+/// roundings of lo / scale.
+void check_asymmetric_scale(float lo, float hi, float scale, std::int32_t zp, int qmin) {
+  if (hi == lo) {
+    FUZZ_CHECK(scale == 1.f && zp == qmin);
+    return;
+  }
+  const double w = (double(hi) - double(lo)) / 255, w_lo = w * (1 - 4 * fuzzref::kU),
+               w_hi = w * (1 + 4 * fuzzref::kU);
+  const bool scale_ok = (scale >= w_lo && scale <= w_hi) || (scale == FLT_MIN && w_lo <= FLT_MIN);
+  const double z = std::clamp(qmin - double(lo) / double(scale), double(qmin), qmin + 255.0);
+  if (!scale_ok || std::fabs(zp - z) > 0.5 + 1e-4) {
+    std::fprintf(stderr,
+                 "asymmetric: lo %a hi %a: scale %a (want [%a, %a]), zero point %d (want %.6f)\n",
+                 double(lo), double(hi), double(scale), w_lo, w_hi, zp, z);
+    FUZZ_CHECK(!"the asymmetric scale and zero point match the f32 y's range");
+  }
+}
+
+/// An 8-bit y against the documented quantizer applied to the f32 y yf (run_twin; checked
+/// against the float64 reference on its own), row by row and segment (row or block) by
+/// segment: dynamic scales exactly fl(amax / qmax), at least FLT_MIN (0 for amax 0: codes 0;
+/// amax itself where it is not finite: the NaN code, and for asymmetric scaling zero point 0
+/// and code 0), asymmetric ones by check_asymmetric_scale; then every code exactly
+/// quant_code(fl(yf * fl(1 / scale)), zero point).
+void check_quantized(const fused_case& f, std::int64_t rows, std::int64_t cols,
+                     const std::vector<float>& yf, const unsigned char* y,
+                     const std::vector<std::int64_t>& yo, const float* y_scale,
+                     const std::int32_t* y_zero_point) {
+  const std::int64_t seg = f.block > 0 ? f.block : cols, segs = cols / seg;
+  const float qmax = f.y_type == kF8 ? 448.f : 127.f;
+  const int qmin = f.y_type == kI8 ? -128 : 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t s = 0; s < segs; ++s) {
+      const std::int64_t i0 = r * cols + s * seg, at = r * segs + s;
+      const float* v = yf.data() + i0;
+      float inv = 1.f / f.scale;
+      int zp = f.zero_point;
+      bool fill = false;  // the segment's codes are all fill_code
+      unsigned fill_code = 0;
+      if (f.scaling != kPerTensor) {
+        const float amax = bits_to_float(amax_bits(v, seg)), got = y_scale[at];
+        if (!(amax <= FLT_MAX)) {  // NaN or Inf in y
+          FUZZ_CHECK(same_float(got, amax));
+          fill = true;
+          fill_code = f.scaling == kAsymmetric || f.y_type != kF8 ? 0 : 0x7f;
+          if (f.scaling == kAsymmetric) FUZZ_CHECK(y_zero_point[at] == 0);
+        } else if (f.scaling == kDynamic) {
+          float want = amax / qmax;  // 0 only for amax 0: never below FLT_MIN otherwise
+          if (amax > 0.f && want < FLT_MIN) want = FLT_MIN;
+          if (float_bits(got) != float_bits(want)) {
+            std::fprintf(stderr, "y_scale[%lld] = %a, want %a (amax %a)\n", (long long)at,
+                         double(got), double(want), double(amax));
+            FUZZ_CHECK(!"the dynamic scale is fl(amax / qmax) of the f32 y");
+          }
+          fill = amax == 0.f;
+          inv = 1.f / got;
+          zp = 0;
+        } else {
+          float lo = 0.f, hi = 0.f;
+          for (std::int64_t i = 0; i < seg; ++i) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+          check_asymmetric_scale(lo, hi, got, y_zero_point[at], qmin);
+          inv = 1.f / got;
+          zp = y_zero_point[at];
+        }
+      }
+      for (std::int64_t i = 0; i < seg; ++i) {
+        const float scaled = v[i] * inv;
+        const unsigned want = fill ? fill_code : fuzzref::quant_code(f.y_type, scaled, zp);
+        const unsigned got = y[yo[std::size_t(i0 + i)]];
+        if (got != want) {
+          std::fprintf(
+              stderr, "y[%lld] = code %u, want %u: f32 y %a * inv_scale %a = %a, zero point %d\n",
+              (long long)(i0 + i), got, want, double(v[i]), double(inv), double(scaled), zp);
+          FUZZ_CHECK(!"the 8-bit y is the documented quantizer of the f32 y");
+        }
+      }
+    }
+}
+
 /// The seed of the data generator: a hash of the whole input.
 std::uint64_t input_hash(const std::uint8_t* data, std::size_t size) {
   std::uint64_t seed = 0xC0FFEEull;
@@ -954,8 +1702,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       ylast += __int128(shape[i] - 1) * c.yd.strides[i];
       if (numel128 > kI64Max || xlast > kI64Max || ylast > kI64Max) overflow = true;
     }
-    if (numel128 > kI64Max / 4 || xlast + 1 > kI64Max / 4 || ylast + 1 > kI64Max / 4)
-      overflow = true;
+    if (numel128 > kI64Max / 4 || xlast + 1 > kI64Max / 4) overflow = true;  // f32 x, in bytes
   }
   expect ex = expect::either;
   bool reject = !sizes_ok || overflow;
@@ -1088,6 +1835,17 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     }
   }
   if (c.op == kBatchNorm && !reject && !c.bn.training && c.null_params) reject = true;
+  // the row ops' fused operands and their plan parameters (header bytes 44-53)
+  const std::int64_t rows = os.known ? os.units : 1, cols = os.known ? numel / os.units : 1;
+  fused_case f = decode_fused(h, c.op, rows, cols);
+  if (f.on) {
+    if (c.null_params) f.default_params();
+    apply_fused(f, &c);
+    if (fused_plan_refused(f, c.op, c.stage, rows, cols)) reject = true;
+  }
+  // y's extent in bytes of its type (decoded with the fused operands) must fit in int64
+  if (sizes_ok && ylast + 1 > kI64Max / std::int64_t(elem_bytes(get_enum(c.yd.type))))
+    reject = true;
 
   // the logical tensor: offsets of every element in x and y (only when small enough)
   const bool small = !reject && numel <= kMaxElements && std::int64_t(xlast) < kMaxSpan &&
@@ -1112,19 +1870,11 @@ int run_one(const std::uint8_t* data, std::size_t size) {
         idx[d] = 0;
       }
     }
-    // y elements must not overlap (exact, by enumeration)
-    std::vector<bool> seen(std::size_t(ylast) + 1, false);
-    for (const std::int64_t o : yo) {
-      if (seen[std::size_t(o)]) {
-        reject = true;
-        break;
-      }
-      seen[std::size_t(o)] = true;
-    }
+    if (elements_overlap(yo, std::int64_t(ylast) + 1)) reject = true;  // y's must not
   }
   if (reject)
     ex = expect::reject;
-  else if (simple_layout)
+  else if (simple_layout && !(f.on && fused_plan_open(f, c.stage)))
     ex = expect::accept;
 
   std::snprintf(g_case, sizeof g_case,
@@ -1137,6 +1887,15 @@ int run_one(const std::uint8_t* data, std::size_t size) {
                 (long long)c.xd.strides[4], (long long)c.yd.strides[0], (long long)c.yd.strides[1],
                 (long long)c.yd.strides[2], (long long)c.yd.strides[3], (long long)c.yd.strides[4],
                 alias, misuse, double(eps), c.stores, c.layout, c.stage, int(ex));
+  if (f.on) {
+    const std::size_t n = std::strlen(g_case);
+    std::snprintf(g_case + n, sizeof g_case - n,
+                  " fused=%02x residual=%d gate=%d tokens=%lld stride=%lld mod_place=%d "
+                  "offset=%g x=%d y=%d scaling=%d block=%d scale=%g zp=%d outputs=%d cross=%d",
+                  h[44], f.residual_mode, f.gate_mode, (long long)f.tokens, (long long)f.stride,
+                  f.mod_place, double(f.weight_offset), f.x_type, f.y_type, f.scaling, f.block,
+                  double(f.scale), f.zero_point, f.outputs_mode, int(f.cross_op));
+  }
 
   // ---- data generation --------------------------------------------------------------------------
   rng prng{input_hash(data, size)};
@@ -1286,38 +2045,38 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   const std::int64_t x_span = small ? std::int64_t(xlast) + 1 : 16;
   const std::int64_t y_span = small ? std::int64_t(ylast) + 1 : 16;
   const std::size_t lead_x = h[56] & 15, lead_y = h[56] >> 4;
+  const std::size_t y_elem = elem_bytes(get_enum(c.yd.type));
+  // the floats y takes in a buffer shared with x (an 8-bit y: its bytes, rounded up)
+  const std::int64_t y_floats = (y_span * std::int64_t(y_elem) + 3) / 4;
+  std::size_t y_at = 0;  // y's first float in xbuf, when they share it
   switch (alias) {
     case 0:
       m.xbuf.alloc(std::size_t(x_span), lead_x, 1);
-      m.ybuf.alloc(std::size_t(y_span), lead_y, 2);
+      m.ybuf.alloc(std::size_t(y_span), lead_y, 2, y_elem);
       break;
     case 1:
-    case 2:
-      m.shared = true;
-      m.xbuf.alloc(std::size_t(std::max(x_span, y_span)), lead_x, 1);
-      break;
+    case 2: m.xbuf.alloc(std::size_t(std::max(x_span, y_floats)), lead_x, 1); break;
     case 3: {
-      m.shared = true;
       const bool y_first = h[31] & 128;
-      const std::int64_t under = y_first ? y_span : x_span;  // the buffer that starts first
+      const std::int64_t under = y_first ? y_floats : x_span;  // the buffer that starts first
       const std::int64_t k = under > 1 ? 1 + (h[31] & 127) % (under - 1) : 0;
-      (y_first ? m.x_at : m.y_at) = std::size_t(k);
+      (y_first ? m.x_at : y_at) = std::size_t(k);
       m.xbuf.alloc(
-          std::size_t(std::max(std::int64_t(m.x_at) + x_span, std::int64_t(m.y_at) + y_span)),
+          std::size_t(std::max(std::int64_t(m.x_at) + x_span, std::int64_t(y_at) + y_floats)),
           lead_x, 1);
       break;
     }
     default: {
-      m.shared = true;
       const bool y_first = h[31] & 1;
-      (y_first ? m.x_at : m.y_at) = std::size_t(y_first ? y_span : x_span);
-      m.xbuf.alloc(std::size_t(x_span + y_span), lead_x, 1);
+      (y_first ? m.x_at : y_at) = std::size_t(y_first ? y_floats : x_span);
+      m.xbuf.alloc(std::size_t(x_span + y_floats), lead_x, 1);
       break;
     }
   }
+  m.y = alias == 0 ? m.ybuf.bytes : m.xbuf.bytes + 4 * y_at;
   // x values, written through x's offsets and read back (zero strides repeat elements)
   std::vector<float> xl;
-  float* xw = m.xbuf.data + m.x_at;
+  float* xw = m.x();
   if (small) {
     for (std::int64_t i = 0; i < numel; ++i) xw[xo[std::size_t(i)]] = next_value();
     const int specials = h[61] % 8 < 5 ? 0 : h[61] % 8 - 4;
@@ -1347,8 +2106,8 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   std::memset(&args, 0, sizeof args);
   simdnorm_running_statistics running;  // BatchNorm's own operands (simdnorm_batch_norm_args)
   std::memset(&running, 0, sizeof running);
-  args.x = m.xbuf.data + m.x_at;
-  args.y = m.y();
+  args.x = m.x();
+  args.y = m.y;
   if (af & 1) {
     m.gamma.alloc(std::size_t(aff_n), 0, 3);
     for (std::int64_t i = 0; i < aff_n; ++i) m.gamma.data[i] = aux_value(0);
@@ -1417,6 +2176,28 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     }
     args.moments_in = rec;
   }
+  // the row ops' fused operands (place_fused), their values by h[53]
+  auto fused_value = [&](double spread) -> float {
+    switch (f.value_mode) {
+      case 0: return float(prng.uniform() * spread);
+      case 1: return float(prng.uniform() * std::ldexp(spread, int(prng.next() % 41) - 20));
+      case 2:
+        return prng.next() % 8 == 0 ? kSpecials[prng.next() % 9] : float(prng.uniform() * spread);
+      default: return next_value();
+    }
+  };
+  call_geometry geo;
+  geo.xo = &xo;
+  geo.x_span = x_span;
+  geo.y_floats = y_floats;
+  geo.rows = units;
+  geo.cols = small ? cols : 16;
+  geo.segs = f.block > 0 && geo.cols % f.block == 0 ? geo.cols / f.block : 1;
+  geo.y_apart_same_layout =
+      alias == 0 && get_enum(c.yd.type) == kF32 && strides_equal_nonunit(c.xd, c.yd, nd);
+  const buffer& y_holder = alias == 0 ? m.ybuf : m.xbuf;
+  geo.x_fits_y = y_holder.base + y_holder.size() - m.y >= x_span * 4;
+  const fused_ptrs fp = f.on ? place_fused(f, geo, prng, m, fused_value) : fused_ptrs{};
   if (misuse == 8) args.x = nullptr;
   if (misuse == 9) args.y = nullptr;
   m.snapshot_all();
@@ -1432,9 +2213,9 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       const auto xb = reinterpret_cast<std::uintptr_t>(args.x);
       const auto yb = reinterpret_cast<std::uintptr_t>(args.y);
       if (xb == yb) {
-        bad(!strides_equal_nonunit(c.xd, c.yd, nd));
+        bad(!strides_equal_nonunit(c.xd, c.yd, nd) || y_elem != 4);
       } else {
-        bad(xb < yb + std::uintptr_t(y_span) * 4 && yb < xb + std::uintptr_t(x_span) * 4);
+        bad(xb < yb + std::uintptr_t(y_span) * y_elem && yb < xb + std::uintptr_t(x_span) * 4);
       }
     }
     bad(args.beta && !os.takes_beta);
@@ -1462,6 +2243,28 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     else if (stray_records && args_ex == expect::accept)
       args_ex = expect::either;  // records a stage does not take: not documented
   }
+  call_info ci;
+  ci.stage = c.stage;
+  ci.x_bytes = std::size_t(x_span) * 4;
+  ci.y_bytes = std::size_t(y_span) * y_elem;
+  ci.rows = units;
+  ci.cols = geo.cols;
+  ci.same_layout = y_elem == 4 && strides_equal_nonunit(c.xd, c.yd, nd);
+  ci.plan_open = fused_plan_open(f, c.stage);
+  ci.x_overlaps = small && elements_overlap(xo, x_span);
+  ci.x_plain_rows = padded_rows(c.xd, first, cols);
+  const expect fused_ex = f.on ? fused_args_expect(f, fp, args, ci) : expect::accept;
+  if (planned && fused_ex == expect::reject) args_ex = expect::reject;
+  if (planned && fused_ex == expect::either && args_ex == expect::accept) args_ex = expect::either;
+  // the residual's and the gate's values as given: in bounds wherever the call may be accepted
+  // (a moments plan ignores the gate, wherever it lies: not read then)
+  std::vector<float> rl, gl;
+  const bool read_gate = fp.gate && c.stage != kMoments;
+  for (std::int64_t i = 0; small && planned && fused_ex != expect::reject && i < numel; ++i) {
+    const std::int64_t o = xo[std::size_t(i)];
+    if (fp.residual.in) rl.push_back(static_cast<const float*>(fp.residual.in)[o]);
+    if (read_gate) gl.push_back(static_cast<const float*>(fp.gate)[o]);
+  }
 
   // ---- execution --------------------------------------------------------------------------------
   host_pool pool;
@@ -1473,17 +2276,30 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   // Runs the call by `path`; returns its status (first failing call).
   const bool bn = c.op == kBatchNorm;
   simdnorm_batch_norm_args ba;
+  int call_op = c.op;  // the op whose args struct a fused plan call passes
   auto plan_execute = [&](const simdnorm_norm_args* a, const simdnorm_executor* e) {
+    if (f.on)
+      return with_row_args(a, fp,
+                           [&](const row_args* r) { return execute_fused(plan, call_op, r, e); });
     return bn ? simdnorm_plan_execute_batch_norm(plan, bn_args(a, running, &ba), e)
               : simdnorm_plan_execute(plan, a, e);
   };
   auto plan_run = [&](const simdnorm_norm_args* a, std::size_t phase, std::size_t begin,
                       std::size_t end) {
+    if (f.on)
+      return with_row_args(
+          a, fp, [&](const row_args* r) { return run_fused(plan, call_op, r, phase, begin, end); });
     return bn ? simdnorm_plan_run_batch_norm(plan, bn_args(a, running, &ba), phase, begin, end)
               : simdnorm_plan_run(plan, a, phase, begin, end);
   };
+  auto any_one_shot = [&](const simdnorm_norm_args* a, const simdnorm_executor* e) {
+    if (f.on)
+      return with_row_args(a, fp, [&](const row_args* r) { return one_shot_fused(c, r, e); });
+    return one_shot(c, a, running, e);
+  };
   auto execute = [&](int path, bool allow_misuse) -> simdnorm_status {
     const int misuse_now = allow_misuse ? misuse : 0;
+    call_op = args_op(c.op, allow_misuse && f.cross_op);
     pool.calls.clear();
     set_sentinel_message();
     switch (path) {
@@ -1525,18 +2341,19 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       default: {
         simdnorm_executor e = ex_pool;
         if (misuse_now == 5) e.concurrency = 2, e.parallel_for = nullptr;
-        return one_shot(c, misuse_now == 4 ? nullptr : &args, running, &e);
+        return any_one_shot(misuse_now == 4 ? nullptr : &args, &e);
       }
     }
   };
   const int path = h[33] % 4;
   const bool misuse_call = (misuse == 4) || (misuse == 5 && (path == 1 || path == 3)) ||
                            (misuse == 6 && path == 2) ||
-                           (misuse == 7 && path == 2 && simdnorm_plan_workspace_bytes(plan) > 0);
+                           (misuse == 7 && path == 2 && simdnorm_plan_workspace_bytes(plan) > 0) ||
+                           (f.cross_op && path != 3);  // the one-shot takes its own struct
   if (!planned) {
     // the one-shot form of a refused plan fails the same way and writes nothing
     set_sentinel_message();
-    const simdnorm_status s = one_shot(c, &args, running, &ex_pool);
+    const simdnorm_status s = any_one_shot(&args, &ex_pool);
     FUZZ_CHECK(s == ps);
     check_failure_reported(s);
     FUZZ_CHECK(m.all_unchanged());
@@ -1565,23 +2382,10 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   // ---- nothing written outside y (and the outputs the op takes) ---------------------------------
   const bool writes_y = c.stage != kMoments;  // the moments stage writes its records only
   {
-    std::vector<char> is_y(m.ybuffer().total, 0);
-    const std::size_t y_base = std::size_t(m.y() - m.ybuffer().base);
-    for (std::int64_t i = 0; i < numel; ++i) is_y[y_base + std::size_t(yo[std::size_t(i)])] = 1;
-    auto untouched_except_y = [&](const buffer& b, bool holds_y) {
-      for (std::size_t i = 0; i < b.total; ++i)
-        if (!(holds_y && is_y[i]) && float_bits(b.base[i]) != b.snap[i]) return false;
-      return true;
-    };
-    if (m.shared) {
-      FUZZ_CHECK(untouched_except_y(m.xbuf, writes_y));
-    } else {
-      FUZZ_CHECK(m.xbuf.unchanged());
-      FUZZ_CHECK(untouched_except_y(m.ybuf, writes_y));
-    }
-    FUZZ_CHECK(m.gamma.unchanged());
-    FUZZ_CHECK(m.beta.unchanged());
-    FUZZ_CHECK(m.moments_in.unchanged());
+    // y's elements, and h's (the residual add stores it in every stage that takes it)
+    const region y_region{writes_y ? m.y : nullptr, &yo, y_elem};
+    const region h_region{fp.residual.out, &xo, 4};
+    for (const buffer* b : m.inputs()) FUZZ_CHECK(untouched_except(*b, {y_region, h_region}));
     if (c.stage != kMoments) FUZZ_CHECK(m.moments_out.unchanged());
     const bool bn_train = c.op == kBatchNorm && c.bn.training && writes_y;
     if (!bn_train) {
@@ -1596,8 +2400,37 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   }
 
   // ---- the float64 reference --------------------------------------------------------------------
+  // The values the norm sees: x; h = (x + residual) + bias, which residual_out must hold bit
+  // for bit; or with the gate before the norm x silu(gate), known within val_err.
+  std::vector<float> vals = xl;
+  std::vector<double> val_err;
+  if (fp.residual.out) {
+    vals = residual_sum(xl, rl, fp.residual.bias, cols);
+    const float* hp = static_cast<const float*>(fp.residual.out);
+    for (std::int64_t i = 0; i < numel; ++i) {
+      const std::size_t u = std::size_t(i);
+      if (!same_float(hp[xo[u]], vals[u])) {
+        std::fprintf(stderr, "residual_out[%lld] = %a, want %a = %a + %a (+ bias)\n", (long long)i,
+                     double(hp[xo[u]]), double(vals[u]), double(xl[u]), double(rl[u]));
+        FUZZ_CHECK(!"residual_out holds fl(fl(x + residual) + bias)");
+      }
+    }
+  }
+  if (f.gate_before) fuzzref::gate_before_norm(xl, gl, &vals, &val_err);
   md.gamma = args.gamma;
   md.beta = args.beta;
+  affine_eff eff;  // gamma + weight_offset, the adaLN folds
+  if (f.on) {
+    const simdnorm_modulation_operands& mo = fp.modulation;
+    const std::int64_t batches = f.tokens > 0 && mo.stride != 0 ? rows / f.tokens : 1;
+    eff = effective_affine(f, args, mo, batches, cols);
+    if (!eff.gamma.empty()) md.gamma = eff.gamma.data();
+    if (!eff.beta.empty()) md.beta = eff.beta.data();
+    for (std::int64_t i = 0; f.tokens > 0 && i < numel; ++i) {
+      const std::int64_t b = mo.stride == 0 ? 0 : i / cols / f.tokens;
+      md.aff_of[std::size_t(i)] = b * cols + i % cols;
+    }
+  }
   if (c.op == kBatchNorm && c.bn.training) {
     if (running.mean && running.var) {  // the moments stage takes one without the other
       md.run_mean_in = reinterpret_cast<const float*>(m.run_mean.snap.data());
@@ -1605,7 +2438,9 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     }
     md.counter_in = m.counter_snap;
   }
-  const fuzzref::result ref = fuzzref::compute(md, xl);
+  fuzzref::result ref = fuzzref::compute(md, vals);
+  if (!gl.empty() && !f.gate_before) fuzzref::gate_after_norm(ref, gl);
+  if (!val_err.empty()) fuzzref::widen_for_value_error(ref, md, val_err);
   auto print_unit = [&](std::int64_t unit) {
     const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
     std::fprintf(stderr,
@@ -1613,22 +2448,42 @@ int run_one(const std::uint8_t* data, std::size_t size) {
                  q.mean, q.var, q.rstd);
     for (std::int64_t j = 0, shown = 0; j < numel && shown < 32; ++j)
       if (md.unit_of[std::size_t(j)] == unit) {
-        std::fprintf(stderr, " %a", double(xl[std::size_t(j)]));
+        std::fprintf(stderr, " %a", double(vals[std::size_t(j)]));
         ++shown;
       }
     std::fprintf(stderr, "\n");
   };
-  const float* yv = m.y();
-  for (std::int64_t i = 0; writes_y && i < numel; ++i) {
-    const float got = yv[yo[std::size_t(i)]];
-    if (!ref.y.ok(std::size_t(i), got)) {
-      std::fprintf(stderr, "y[%lld] = %.9g, reference %.17g (tol %.3g, kind %d), x = %.9g\n",
-                   (long long)i, double(got), ref.y.value[std::size_t(i)],
-                   ref.y.tol[std::size_t(i)], int(ref.y.kind[std::size_t(i)]),
-                   double(xl[std::size_t(i)]));
-      print_unit(md.unit_of[std::size_t(i)]);
+  // An 8-bit y and a residual add are checked through the same plan's f32 y from h (run_twin);
+  // that f32 y then meets the float64 reference in the 8-bit y's place.
+  const bool y8 = is_8bit(get_enum(c.yd.type));
+  const bool twin = c.stage == kFull && !f.gate_before && (fp.residual.out || y8);
+  const twin_result tw =
+      twin ? run_twin(c, f.row_amax || y8, args, fp, vals, gl, xo, x_span, rows) : twin_result{};
+  std::vector<float> yl(writes_y && !y8 ? std::size_t(numel) : 0);  // y as stored
+  for (std::size_t i = 0; i < yl.size(); ++i) yl[i] = reinterpret_cast<const float*>(m.y)[yo[i]];
+  const std::vector<float>& yf = y8 ? tw.y : yl;
+  for (std::size_t i = 0; i < yf.size(); ++i) {
+    if (!ref.y.ok(i, yf[i])) {
+      std::fprintf(stderr, "%s[%zu] = %.9g, reference %.17g (tol %.3g, kind %d), x = %.9g\n",
+                   y8 ? "f32 y" : "y", i, double(yf[i]), ref.y.value[i], ref.y.tol[i],
+                   int(ref.y.kind[i]), double(vals[i]));
+      print_unit(md.unit_of[i]);
       FUZZ_CHECK(!"y matches the float64 reference");
     }
+  }
+  if (twin && !y8)  // the residual add: y is the plain norm of h as stored
+    for (std::size_t i = 0; i < yl.size(); ++i)
+      if (!same_float(yl[i], tw.y[i])) {
+        std::fprintf(stderr, "y[%zu] = %a, the plain norm of h gives %a\n", i, double(yl[i]),
+                     double(tw.y[i]));
+        FUZZ_CHECK(!"y after the residual add is the plain norm of residual_out, bit for bit");
+      }
+  if (y8 && c.stage == kFull)
+    check_quantized(f, rows, cols, tw.y, m.y, yo, fp.quant.y_scale, fp.quant.y_zero_point);
+  for (std::int64_t r = 0; c.stage == kFull && fp.quant.amax && r < rows; ++r) {
+    const float got = fp.quant.amax[r];  // max |y| of the f32 y: of y as stored for an f32 y
+    if (!y8) FUZZ_CHECK(same_float(got, bits_to_float(amax_bits(yl.data() + r * cols, cols))));
+    if (twin) FUZZ_CHECK(same_float(got, tw.amax[std::size_t(r)]));
   }
   auto check_aux = [&](const buffer& b, const fuzzref::expectation& e, const char* name) {
     if (!b.data) return;
@@ -1668,19 +2523,16 @@ int run_one(const std::uint8_t* data, std::size_t size) {
 
   // ---- another execution path gives the same bits -----------------------------------------------
   if (!(h[33] & 0x80) && numel <= 1024 && !misuse_call) {
-    std::vector<std::vector<std::uint32_t>> first_run;
-    for (buffer* b : m.outputs()) {
-      first_run.emplace_back(b->total);
-      if (b->total) std::memcpy(first_run.back().data(), b->base, b->total * 4);
-    }
+    std::vector<std::vector<unsigned char>> first_run;
+    for (const buffer* b : m.all()) first_run.emplace_back(b->base, b->base + b->size());
     const std::int64_t first_counter = m.counter;
     m.restore_all();
     const int path2 = (path + 1 + (h[33] >> 2) % 3) % 4;
     FUZZ_CHECK(execute(path2, false) == SIMDNORM_OK);
     int k = 0;
-    for (buffer* b : m.outputs()) {
-      FUZZ_CHECK(b->total == 0 ||
-                 std::memcmp(first_run[std::size_t(k)].data(), b->base, b->total * 4) == 0);
+    for (const buffer* b : m.all()) {
+      FUZZ_CHECK(b->size() == 0 ||
+                 std::memcmp(first_run[std::size_t(k)].data(), b->base, b->size()) == 0);
       ++k;
     }
     FUZZ_CHECK(m.counter == first_counter);

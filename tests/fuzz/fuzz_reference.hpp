@@ -63,6 +63,29 @@
 // |x - mean| * scale with it, even where g z itself is a normal float). The exact
 // special case that plan.hpp documents is asserted: Lp with eps = 0 on a row of zeros gives
 // y = NaN and rstd = 1 / 0 = +Inf.
+//
+// The fused operands of the row ops (docs/fusions.md). The residual add, the weight offset and
+// adaLN modulation need nothing new here: the harness gives compute() the values the norm sees
+// (h = x + residual + bias, as stored and checked bit for bit) and the gamma and beta the
+// normalize pass applies (gamma + weight_offset, and per modulation batch the documented folds
+// gamma_eff = fl(gamma fl(1 + scale)), beta_eff = fl(fl(beta fl(1 + scale)) + shift), each
+// rounded as in the library, so the bound above holds with them). Two fusions widen the bound:
+//   gate after the norm  y = t silu(z), t the unfused value: silu in f32 (exp, 1 + e, the
+//             division) and the product cost up to 12 u of |y|, t's own error scales by
+//             |silu(z)|, and where f32 exp(-z) overflows (z < -88.7) silu is -0 instead of a
+//             value below 2^-121: an absolute kSiluSlack |t|. A non-finite gate leaves only
+//             its own element unchecked (confinement).
+//   gate before the norm  the norm sees h = fl(x silu(z)), known to within e = 10 u |h| +
+//             kSiluSlack |x| + 2^-148 (silu and the product, the rounding of h; the reference
+//             h is x silu(z) in double rounded to float). RMSNorm of values each off by at
+//             most e_i moves sqrt(mean h^2 + eps) by at most max e (the triangle inequality),
+//             a relative rho = max e * rstd, so y moves by |g| rstd e_i + |y| rho and rstd by
+//             rstd rho (first order; twice that is used, and a unit with rho > 1/16 is not
+//             value-checked).
+// The 8-bit outputs are checked against the quantizer of the float y (quant_code, f8_code and
+// f8_value below, written from the formats' definitions): the harness runs the same plan into
+// an f32 y, checks that y against this reference, and requires the codes, scales and zero
+// points the documented formulas give from it.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -380,6 +403,112 @@ inline result compute(const model& m, const std::vector<float>& x) {
                        4 * kU * (std::fabs(w_old * rv) + std::fabs(w_new * vb)) + 0x1p-140;
   }
   return r;
+}
+
+// ---- Fused operands of the row ops (see the top) ------------------------------------------------
+
+/// Absolute error of f32 silu(z) where exp(-z) overflows (z < -88.7: -0 instead of |silu| below
+/// 2^-121).
+inline constexpr double kSiluSlack = 0x1p-118;
+
+inline double silu(double z) { return z / (1.0 + std::exp(-z)); }
+
+/// Gated RMSNorm with the gate after the norm: y = t silu(gate[i]) (gate in logical order).
+inline void gate_after_norm(result& r, const std::vector<float>& gate) {
+  for (std::size_t i = 0; i < gate.size(); ++i) {
+    if (r.y.kind[i] != want::close) continue;
+    const double z = gate[i];
+    if (!std::isfinite(z)) {
+      r.y.kind[i] = want::skip;
+      continue;
+    }
+    const double f = silu(z), t = r.y.value[i], y = t * f, tol = r.y.tol[i];
+    if (std::fabs(y) > 0x1p120) {
+      r.y.kind[i] = want::skip;
+      continue;
+    }
+    r.y.value[i] = y;
+    r.y.tol[i] = tol * std::fabs(f) * (1 + 16 * kU) + 12 * kU * std::fabs(y) +
+                 kSiluSlack * (std::fabs(t) + tol) + 0x1p-140;
+  }
+}
+
+/// The gate before the norm: the values the norm sees, h = x silu(gate) rounded to float, and
+/// each one's absolute error bound (see the top).
+inline void gate_before_norm(const std::vector<float>& x, const std::vector<float>& gate,
+                             std::vector<float>* h, std::vector<double>* err) {
+  h->resize(x.size());
+  err->resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = double(x[i]) * silu(gate[i]);
+    (*h)[i] = float(v);
+    (*err)[i] = 10 * kU * std::fabs(v) + kSiluSlack * std::fabs(double(x[i])) + 0x1p-148;
+  }
+}
+
+/// Widens the y and rstd bounds of an RMSNorm whose values are known only within err[i]
+/// (absolute, logical order): see "gate before the norm" at the top.
+inline void widen_for_value_error(result& r, const model& m, const std::vector<double>& err) {
+  std::vector<double> worst(m.units, 0.0);
+  for (std::size_t i = 0; i < err.size(); ++i) {
+    double& w = worst[std::size_t(m.unit_of[i])];
+    w = std::max(w, err[i]);
+  }
+  for (std::size_t i = 0; i < err.size(); ++i) {
+    if (r.y.kind[i] != want::close) continue;
+    const std::size_t k = std::size_t(m.unit_of[i]);
+    const double rstd = r.units[k].rstd, rho = worst[k] * rstd;
+    const std::int64_t a = m.aff_of.empty() ? -1 : m.aff_of[i];
+    const double g = (a >= 0 && m.gamma) ? double(m.gamma[a]) : 1.0;
+    if (rho > 0.0625) {
+      r.y.kind[i] = want::skip;
+      continue;
+    }
+    r.y.tol[i] += 2 * (std::fabs(g) * rstd * err[i] + std::fabs(r.y.value[i]) * rho);
+  }
+  for (std::size_t k = 0; k < m.units; ++k) {
+    if (r.rstd.kind[k] != want::close) continue;
+    const double rho = worst[k] * r.units[k].rstd;
+    if (rho > 0.0625)
+      r.rstd.kind[k] = want::skip;
+    else
+      r.rstd.tol[k] += 2 * rho * r.rstd.value[k];
+  }
+}
+
+// ---- The 8-bit outputs: the quantizer, from the formats' definitions -------------------------
+
+/// simdnorm_dtype values of the 8-bit types.
+inline constexpr int kI8 = 3, kF8 = 4, kU8 = 5;
+
+/// OCP E4M3FN code -> value: 1 sign, 4 exponent bits (bias 7), 3 mantissa bits, NaN S.1111.111.
+inline double f8_value(unsigned c) {
+  const unsigned e = (c >> 3) & 15u, m = c & 7u;
+  if (e == 15 && m == 7) return NAN;
+  const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, int(e) - 7);
+  return (c & 0x80u) ? -mag : mag;
+}
+
+/// The nearest E4M3FN code of v, ties to the even code, saturating at +-448; NaN -> 0x7f.
+inline unsigned f8_code(double v) {
+  if (std::isnan(v)) return 0x7f;
+  const unsigned sign = std::signbit(v) ? 0x80u : 0u;
+  const double a = std::fabs(v);
+  unsigned lo = 0;  // the largest code with value <= a, among 0 .. 0x7e
+  while (lo < 0x7e && f8_value(lo + 1) <= a) ++lo;
+  if (lo == 0x7e) return sign | lo;
+  const double dl = a - f8_value(lo), dh = f8_value(lo + 1) - a;
+  return sign | (dl < dh || (dl == dh && lo % 2 == 0) ? lo : lo + 1);
+}
+
+/// The byte an 8-bit y of type t holds for the scaled value v = fl(y * inv_scale): i8 and u8
+/// sat(rne(v) + zp) (NaN: 0), f8e4m3fn f8_code(v).
+inline unsigned quant_code(int t, float v, int zp) {
+  if (t == kF8) return f8_code(v);
+  if (std::isnan(v)) return 0;
+  const double lo = t == kI8 ? -128.0 : 0.0;
+  const double q = std::clamp(std::nearbyint(double(v)) + zp, lo, lo + 255);
+  return unsigned(std::uint8_t(int(q)));
 }
 
 }  // namespace fuzzref

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the C API fuzzer (tests/fuzz/corpus/seed_*): valid and invalid
 calls of every op in the input format that fuzz_c_api.cpp decodes (a 64-byte header of fixed
-fields, then data bytes). Seeds give the fuzzer accepted plans of each op and layout to mutate
-from; the fuzzer's own finds are merged in with -merge=1.
+fields, then data bytes), and of the row ops' fused operands (residual add, gate, adaLN
+modulation, weight offset, 8-bit y; decode_fused). Seeds give the fuzzer accepted plans of each
+op and layout to mutate from; the fuzzer's own finds are merged in with -merge=1.
 
   tests/fuzz/make_corpus.py [OUT_DIR]        default: tests/fuzz/corpus
 """
@@ -33,7 +34,8 @@ LARGE = [16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 255, 1023, 2047, 2049, 4097]
 
 def seed(op, shape, x_layout=DENSE, y_layout=None, alias=0, isa=0, path=0, chunk=0, misuse=0,
          eps=0, stores=0, pa=0, pb=0, pc=0, pd=0, axes=(), args=0, counter=0, data_mode=2,
-         scale=0, offset=0, aux=0, specials=0, lay_args=(), data=b"", stage=FULL, records=0):
+         scale=0, offset=0, aux=0, specials=0, lay_args=(), data=b"", stage=FULL, records=0,
+         fuse=None):
     h = bytearray(64)
     h[0] = OPS.index(op)
     h[1] = len(shape) - 1  # ranks 1..5
@@ -53,7 +55,39 @@ def seed(op, shape, x_layout=DENSE, y_layout=None, alias=0, isa=0, path=0, chunk
         h[at] = value
     for i, a in enumerate(axes):
         h[46 + i] = a
+    for at, value in (fuse or {}).items():
+        h[at] = value
     return bytes(h) + data
+
+
+# Fused operands of the row ops (decode_fused): header byte 44 (FUSED: the op's args struct)
+RESIDUAL, BIAS, GATE, MODULATION, OFFSET, QUANT, ROW_AMAX = 1, 2, 4, 8, 0x10, 0x20, 0x40
+FUSED = 0x80
+# byte 45, low nibble: where residual_out goes (a value of kResidualModes)
+R_APART, R_OVER_RESIDUAL, R_OVER_X, R_OVER_Y, R_PARTLY_X, R_PARTLY_RESIDUAL = 0, 3, 5, 7, 8, 9
+R_NO_OUT, R_NO_IN, R_IS_X, R_IS_Y = 10, 11, 12, 13
+# byte 45, high nibble: gate_mode
+G_APART, G_IS_Y, G_IS_H, G_PARTLY_Y, G_IS_X, G_BEFORE, G_BEFORE_IS_Y, G_BEFORE_NONE = range(8)
+# byte 46: modulation_tokens (bits 0-2), stride (3-5), placement (6-7); byte 47 picks T's divisor
+T_ALL, T_ONE, T_DIVISOR, T_NOT_DIVIDING, T_NEGATIVE, T_HUGE, T_NONE = range(7)
+S_ZERO, S_COLS, S_PADDED, S_CHUNKED, S_SHORT, S_NEGATIVE, S_HUGE, S_NULL = range(8)
+SHIFT_OVER_Y, SCALE_OVER_H = 2, 3
+# byte 49: y type (bits 0-2: index into kYTypes) and scaling (bits 3-5: index into kScalings)
+Y_I8, Y_U8, Y_F8, Y_F32, X_I8, Y_NOT_A_TYPE = 0, 2, 3, 5, 6, 7
+DYNAMIC, ASYMMETRIC, PER_TENSOR, PER_CHANNEL, NOT_A_SCALING = 0, 2 << 3, 3 << 3, 6 << 3, 7 << 3
+# byte 50: index into kBlocks; byte 51: static scale (index, low nibble) and zero point (high)
+BLOCK = {0: 0, 32: 3, 64: 4, 128: 5, 256: 6, "cols": 7, 16: 8, 48: 9}
+# byte 52: quantized outputs (4 y_scale, 5 y_zero_point, 6 amax wrong), CROSS_OP: another
+# row op's args struct
+SCALE_WRONG, ZERO_POINT_WRONG, AMAX_WRONG, CROSS_OP = 4, 5, 6, 7 << 3
+
+
+def fused(flags=0, residual=R_APART, gate=G_APART, tokens=T_ALL, stride=S_ZERO, place=0,
+          divisor=0, offset=0, quant=Y_I8 | DYNAMIC, block=0, static=0, outputs=0, values=0):
+    """Header bytes 44-53 of a fused row-op call."""
+    return {44: FUSED | flags, 45: residual | gate << 4, 46: tokens | stride << 3 | place << 6,
+            47: divisor, 48: offset, 49: quant, 50: BLOCK[block], 51: static, 52: outputs,
+            53: values}
 
 
 def axis_code(a, nd):
@@ -161,10 +195,126 @@ def main():
                                lay_args=(0, 2, 0, 0), stage=MOMENTS)
     seeds["merge_moments"] = seed("rms_norm", [2, 8], records=MERGE)
     seeds["merge_moments_2"] = seed("layer_norm", [3, 4], records=MERGE, data=b"merge")
+    fused_seeds(seeds)
     for name, data in seeds.items():
         with open(os.path.join(out, "seed_" + name), "wb") as f:
             f.write(data)
     print(f"make_corpus.py: {len(seeds)} seeds in {out}")
+
+
+def fused_seeds(seeds):
+    """The row ops' fused operands: each placement, parameter and output, accepted and refused."""
+    def ln(name, shape=(4, 33), args=0x03, **kw):
+        seeds["ln_" + name] = seed("layer_norm", list(shape), args=args, **kw)
+
+    def rms(name, shape=(6, 16), args=0x01, **kw):
+        seeds["rms_" + name] = seed("rms_norm", list(shape), args=args, **kw)
+
+    # residual add: h = (x + residual) + bias, where h may go, and the refused placements
+    ln("res_bias", fuse=fused(RESIDUAL | BIAS), args=0x0F)
+    rms("res_vllm_in_place", alias=1, fuse=fused(RESIDUAL, R_OVER_RESIDUAL), args=0x09)
+    ln("res_over_x", shape=(3, 9), fuse=fused(RESIDUAL | BIAS, R_OVER_X))
+    ln("res_padded", shape=(3, 5, 7), x_layout=PADDED, lay_args=(0, 2, 0),
+       fuse=fused(RESIDUAL, R_OVER_RESIDUAL, values=1))
+    ln("res_over_y", fuse=fused(RESIDUAL, R_OVER_Y))
+    ln("res_partly_over_x", fuse=fused(RESIDUAL, R_PARTLY_X))
+    rms("res_partly_over_residual", fuse=fused(RESIDUAL, R_PARTLY_RESIDUAL))
+    ln("res_no_out", fuse=fused(RESIDUAL, R_NO_OUT))
+    ln("res_no_in", fuse=fused(RESIDUAL, R_NO_IN))
+    ln("bias_alone", fuse=fused(BIAS))
+    ln("res_is_x", fuse=fused(RESIDUAL, R_IS_X))
+    rms("res_is_y", fuse=fused(RESIDUAL | BIAS, R_IS_Y))
+    ln("res_moments", stage=MOMENTS, fuse=fused(RESIDUAL | BIAS))
+    ln("res_apply", stage=APPLY, fuse=fused(RESIDUAL))
+    seeds["lp_res_bias"] = seed("lp_norm", [5, 7], pb=1, fuse=fused(RESIDUAL | BIAS))
+    seeds["lp1_res_over_x"] = seed("lp_norm", [4, 9], pb=0, fuse=fused(RESIDUAL, R_OVER_X))
+    # gated RMSNorm, after and before the norm
+    rms("gate", fuse=fused(GATE, values=2))
+    rms("gate_is_y", fuse=fused(GATE, gate=G_IS_Y))
+    rms("gate_over_h", fuse=fused(RESIDUAL | GATE, gate=G_IS_H))
+    rms("gate_partly_over_y", fuse=fused(GATE, gate=G_PARTLY_Y))
+    rms("gate_is_x", fuse=fused(GATE, gate=G_IS_X))
+    rms("gate_residual", shape=(3, 33), fuse=fused(RESIDUAL | BIAS | GATE, R_OVER_RESIDUAL))
+    rms("gate_before", fuse=fused(GATE, gate=G_BEFORE), args=0x09)
+    rms("gate_before_is_y", fuse=fused(GATE, gate=G_BEFORE_IS_Y))
+    rms("gate_before_in_place", alias=1, fuse=fused(GATE, gate=G_BEFORE))
+    rms("gate_before_none", fuse=fused(GATE, gate=G_BEFORE_NONE))
+    rms("gate_before_residual", fuse=fused(RESIDUAL | GATE, gate=G_BEFORE))
+    rms("gate_apply", stage=APPLY, fuse=fused(GATE))
+    rms("gate_moments", stage=MOMENTS, fuse=fused(GATE))
+    # adaLN modulation: T (rows 6: divisors 1, 2, 3, 6), strides, placements
+    ln("adaln_dit", shape=(2, 3, 16), args=0, fuse=fused(MODULATION, tokens=T_DIVISOR,
+                                                          divisor=2, stride=S_CHUNKED))
+    rms("adaln_one_row", shape=(4, 8), fuse=fused(MODULATION))
+    ln("adaln_affine_offset", shape=(6, 8), fuse=fused(MODULATION | OFFSET, tokens=T_ONE,
+                                                        stride=S_PADDED, divisor=0x40))
+    ln("adaln_residual", shape=(6, 8), fuse=fused(RESIDUAL | MODULATION, tokens=T_DIVISOR,
+                                                   divisor=1, stride=S_COLS))
+    ln("adaln_short_stride", shape=(6, 8), fuse=fused(MODULATION, tokens=T_ONE, stride=S_SHORT))
+    ln("adaln_negative_stride", shape=(6, 8), fuse=fused(MODULATION, stride=S_NEGATIVE))
+    ln("adaln_huge_stride_one_batch", shape=(6, 8), fuse=fused(MODULATION, stride=S_HUGE))
+    ln("adaln_huge_stride_overflow", shape=(6, 8),
+       fuse=fused(MODULATION, tokens=T_ONE, stride=S_HUGE))
+    ln("adaln_no_shift", shape=(6, 8), fuse=fused(MODULATION, tokens=T_ONE, stride=S_NULL))
+    ln("adaln_shift_over_y", shape=(6, 8), fuse=fused(MODULATION, place=SHIFT_OVER_Y))
+    ln("adaln_scale_over_h", shape=(6, 8), fuse=fused(RESIDUAL | MODULATION, place=SCALE_OVER_H))
+    ln("adaln_not_dividing", shape=(6, 8), fuse=fused(MODULATION, tokens=T_NOT_DIVIDING))
+    ln("adaln_negative_tokens", shape=(6, 8), fuse=fused(MODULATION, tokens=T_NEGATIVE))
+    ln("adaln_moments", shape=(6, 8), stage=MOMENTS, fuse=fused(MODULATION))
+    ln("adaln_operands_without_tokens", shape=(6, 8), fuse=fused(MODULATION, tokens=T_NONE,
+                                                                  stride=S_COLS))
+    rms("adaln_apply", shape=(6, 8), stage=APPLY, fuse=fused(MODULATION, tokens=T_ONE,
+                                                             stride=S_COLS))
+    rms("adaln_gate", shape=(6, 8), fuse=fused(GATE | MODULATION))
+    # weight offset (index into kOffsets: 0 is 1, 5 NaN)
+    ln("offset", fuse=fused(OFFSET))
+    rms("offset_gemma", fuse=fused(OFFSET), args=0x09)
+    rms("offset_no_gamma", args=0, fuse=fused(OFFSET))
+    ln("offset_nan", fuse=fused(OFFSET, offset=5))
+    ln("offset_apply", stage=APPLY, fuse=fused(OFFSET, offset=2))
+    # 8-bit y: dynamic (per row, per block), asymmetric, static; amax; what is refused
+    rms("i8_dynamic", shape=(4, 64), fuse=fused(QUANT))
+    ln("i8_block32", shape=(4, 64), fuse=fused(QUANT, block=32))
+    rms("f8_block128", shape=(2, 4, 64), pa=1, fuse=fused(QUANT, quant=Y_F8, block=128))
+    ln("u8_asymmetric", shape=(5, 33), fuse=fused(QUANT, quant=Y_U8 | ASYMMETRIC))
+    rms("i8_asymmetric_block64", shape=(3, 2, 64), pa=1,
+        fuse=fused(QUANT, quant=Y_I8 | ASYMMETRIC, block=64))
+    ln("i8_per_tensor", shape=(4, 17), fuse=fused(QUANT, quant=Y_I8 | PER_TENSOR, static=0x21))
+    rms("u8_per_tensor", shape=(4, 17), fuse=fused(QUANT, quant=Y_U8 | PER_TENSOR, static=0x31))
+    ln("f8_per_tensor", shape=(4, 17), fuse=fused(QUANT, quant=Y_F8 | PER_TENSOR, static=0x02))
+    rms("i8_block_row", shape=(3, 127), fuse=fused(QUANT, block="cols"))
+    rms("u8_symmetric", fuse=fused(QUANT, quant=Y_U8))
+    ln("f8_asymmetric", fuse=fused(QUANT, quant=Y_F8 | ASYMMETRIC))
+    rms("i8_block16", shape=(4, 64), fuse=fused(QUANT, block=16))
+    ln("i8_block48", shape=(4, 64), fuse=fused(QUANT, block=48))
+    ln("i8_scale_zero", fuse=fused(QUANT, quant=Y_I8 | PER_TENSOR, static=0x04))
+    ln("u8_zero_point_256", fuse=fused(QUANT, quant=Y_U8 | PER_TENSOR, static=0x60))
+    ln("per_channel", fuse=fused(QUANT, quant=Y_I8 | PER_CHANNEL))
+    ln("not_a_scaling", fuse=fused(QUANT, quant=Y_I8 | NOT_A_SCALING))
+    rms("f32_block", fuse=fused(QUANT, quant=Y_F32, block=32))
+    rms("x_i8", fuse=fused(QUANT, quant=X_I8))
+    rms("y_not_a_type", fuse=fused(QUANT, quant=Y_NOT_A_TYPE))
+    rms("i8_no_scale", shape=(4, 64), fuse=fused(QUANT, outputs=SCALE_WRONG))
+    ln("i8_stray_zero_point", shape=(4, 64), fuse=fused(QUANT, outputs=ZERO_POINT_WRONG))
+    ln("u8_no_zero_point", fuse=fused(QUANT, quant=Y_U8 | ASYMMETRIC, outputs=ZERO_POINT_WRONG))
+    rms("amax_f32", fuse=fused(ROW_AMAX))
+    ln("amax_i8", shape=(4, 64), fuse=fused(QUANT | ROW_AMAX))
+    rms("amax_missing", fuse=fused(ROW_AMAX, outputs=AMAX_WRONG))
+    rms("amax_stray", fuse=fused(0, outputs=AMAX_WRONG))
+    rms("i8_apply", stage=APPLY, fuse=fused(QUANT))
+    rms("i8_moments", stage=MOMENTS, fuse=fused(QUANT, outputs=SCALE_WRONG))
+    rms("i8_y_is_x", alias=2, fuse=fused(QUANT))
+    rms("i8_y_adjacent", alias=4, fuse=fused(QUANT, quant=Y_I8 | ASYMMETRIC))
+    seeds["lp_i8"] = seed("lp_norm", [5, 7], pb=1, fuse=fused(QUANT))
+    # everything at once, another op's args struct, and the args struct with nothing fused
+    ln("everything", shape=(2, 2, 64), fuse=fused(
+        RESIDUAL | BIAS | MODULATION | OFFSET | QUANT | ROW_AMAX, R_OVER_RESIDUAL,
+        tokens=T_DIVISOR, divisor=1, stride=S_CHUNKED, block=32), args=0x0F)
+    rms("gate_f8_amax", shape=(3, 64), fuse=fused(GATE | QUANT | ROW_AMAX, quant=Y_F8))
+    ln("cross_op", path=0, fuse=fused(RESIDUAL, outputs=CROSS_OP))
+    rms("cross_op_run", path=2, fuse=fused(GATE, outputs=CROSS_OP))
+    seeds["lp_cross_op"] = seed("lp_norm", [5, 7], pb=1, path=1, fuse=fused(outputs=CROSS_OP))
+    ln("fused_nothing", fuse=fused())
 
 
 if __name__ == "__main__":
