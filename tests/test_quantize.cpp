@@ -420,22 +420,42 @@ TEST_CASE("quantize: asymmetric scaling of zero rows gives scale 1, of NaN rows 
 
 TEST_CASE("quantize: a dynamic scale below FLT_MIN is FLT_MIN (finite inverse)") {
   // RMSNorm with gamma 1e-37: |y| < 2e-37, so amax / 127 and the width / 255 fall below
-  // FLT_MIN (1.2e-38); the codes step by FLT_MIN instead of saturating on 1 / scale = Inf.
-  test::for_each_isa([](simdnorm::isa) {
+  // FLT_MIN (1.2e-38); with gamma 2^-145 (|y| about 1e-44) the quotients underflow to 0. Either
+  // way the scale is FLT_MIN and the codes step by FLT_MIN instead of saturating on
+  // 1 / scale = Inf (all 0 for the second).
+  struct format {
+    dtype type;
+    simdnorm::quant_scaling scaling;
+  };
+  const format formats[] = {{dtype::i8, simdnorm::quant_scaling::dynamic},
+                            {dtype::f8e4m3fn, simdnorm::quant_scaling::dynamic},
+                            {dtype::i8, simdnorm::quant_scaling::dynamic_asymmetric},
+                            {dtype::u8, simdnorm::quant_scaling::dynamic_asymmetric}};
+  test::for_each_isa([&](simdnorm::isa) {
     const std::size_t cols = 40;
-    std::vector<float> x(cols), gamma(cols, 1e-37f);
+    std::vector<float> x(cols);
     for (std::size_t i = 0; i < cols; ++i) x[i] = float(i % 7) - 3.f;
-    std::vector<double> want(cols);
-    ref::rms_norm_row(x.data(), cols, gamma.data(), 1e-6, want.data());
-    for (auto scaling :
-         {simdnorm::quant_scaling::dynamic, simdnorm::quant_scaling::dynamic_asymmetric}) {
-      CAPTURE(int(scaling));
-      const dynamic_out o = run_rows(true, dtype::i8, scaling, cols, x, gamma);
-      CHECK(o.scales[0] == FLT_MIN);
-      const int zp = scaling == simdnorm::quant_scaling::dynamic ? 0 : o.zero_points[0];
-      for (std::size_t i = 0; i < cols; ++i) {
-        const double v = want[i] / double(FLT_MIN) + zp;
-        CHECK(std::fabs(int(std::int8_t(o.y[i])) - v) <= 0.5 + 1e-3);
+    for (const float g : {1e-37f, 0x1p-145f}) {
+      const std::vector<float> gamma(cols, g);
+      std::vector<double> want(cols);
+      ref::rms_norm_row(x.data(), cols, gamma.data(), 1e-6, want.data());
+      for (const format& f : formats) {
+        CAPTURE(g);
+        CAPTURE(std::string(simdnorm::dtype_name(f.type)));
+        CAPTURE(int(f.scaling));
+        const dynamic_out o = run_rows(true, f.type, f.scaling, cols, x, gamma);
+        CHECK(o.scales[0] == FLT_MIN);
+        const int zp = f.scaling == simdnorm::quant_scaling::dynamic ? 0 : o.zero_points[0];
+        for (std::size_t i = 0; i < cols; ++i) {
+          // y is within a few f32 ulps of the float64 y (gamma's rounding, rs, the product): a
+          // code of v within that relative margin, which only matters next to a tie.
+          const double v = want[i] / double(FLT_MIN), margin = 16 * 0x1p-24 * std::fabs(v);
+          const unsigned lo = qref::ref_code(f.type, v - margin, zp);
+          const unsigned hi = qref::ref_code(f.type, v + margin, zp);
+          CAPTURE(i);
+          CHECK((o.y[i] == lo || o.y[i] == hi));
+          if (g < FLT_MIN) CHECK(qref::code_value(f.type, o.y[i]) == double(zp));
+        }
       }
     }
   });

@@ -114,11 +114,14 @@ inline segment_span segment_range(const Row& row, std::size_t i0, std::size_t le
   return {m, lo, hi};
 }
 
-/// A positive dynamic scale, raised to FLT_MIN if below, so that 1 / scale is finite: the codes
-/// of a segment within 255 FLT_MIN of 0 then step by FLT_MIN (error <= 2^-127) instead of
-/// saturating on an infinite inverse.
-inline float at_least_normal(float scale) {
-  return scale < FLT_MIN && scale > 0.f ? FLT_MIN : scale;
+/// The dynamic scale spread / steps of a segment whose spread (amax, or hi - lo) is finite,
+/// raised to FLT_MIN when the spread is positive and the quotient falls below (or underflows to
+/// 0), so that 1 / scale is finite: the codes of a segment within 255 FLT_MIN of 0 then step by
+/// FLT_MIN (error <= 2^-127) instead of saturating on an infinite inverse. A spread of 0 keeps
+/// scale 0.
+inline float dynamic_scale(float spread, float steps) {
+  const float scale = spread / steps;
+  return spread > 0.f && scale < FLT_MIN ? FLT_MIN : scale;
 }
 
 /// A segment's asymmetric scale and zero point (see the banner).
@@ -134,8 +137,8 @@ inline asymmetric_scale asymmetric_scale_of(const segment_span& span) {
   if (span.hi == span.lo) return {1.f, int(quant_lowest<TY>)};
   // hi - lo overflows (up to 2 FLT_MAX) only where (hi - lo) / 255 does not: halve first then.
   const float width = span.hi - span.lo;
-  const float scale = width <= FLT_MAX ? at_least_normal(width / 255.f)
-                                       : (span.hi * 0.5f - span.lo * 0.5f) / 127.5f;
+  const float scale =
+      width <= FLT_MAX ? dynamic_scale(width, 255.f) : (span.hi * 0.5f - span.lo * 0.5f) / 127.5f;
   return {scale, to_int_code(quant_lowest<TY> - span.lo / scale, quant_lowest<TY>,
                              quant_lowest<TY> + 255.f)};
 }
@@ -188,7 +191,7 @@ void quantize_rows(const row_norm_config& cfg, const row_block& blk, const TX* c
       for (std::size_t s = 0; s < segs; ++s) {
         const std::uint32_t m = segment_amax<V>(row, s * seg, seg);
         row_max = row_max > m ? row_max : m;
-        const float amax = float_of(m), scale = at_least_normal(amax / quant_max<TY>);
+        const float amax = float_of(m), scale = dynamic_scale(amax, quant_max<TY>);
         blk.y_scale[(r0 + r) * segs + s] = amax <= FLT_MAX ? scale : amax;
         TY* codes = ys[r] + s * seg;
         if (amax == 0.f || !(amax <= FLT_MAX)) {
