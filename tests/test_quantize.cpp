@@ -593,6 +593,18 @@ TEST_CASE("quantize: errors are clear and write nothing") {
          st = simdnorm::stats_stage::apply;
        },
        simdnorm::status_code::invalid_argument, "needs whole rows"},
+      {"moments stage", 1, dtype::f32, dtype::f8e4m3fn,
+       [](simdnorm::quant_params&, test::any_args&, simdnorm::stats_stage& st) {
+         st = simdnorm::stats_stage::moments;
+       },
+       simdnorm::status_code::invalid_argument, "needs whole rows"},
+      {"amax of a moments stage", 0, dtype::f32, dtype::f32,
+       [](simdnorm::quant_params& q, test::any_args& a, simdnorm::stats_stage& st) {
+         q.row_amax = true;
+         a.y_scale = nullptr;
+         st = simdnorm::stats_stage::moments;
+       },
+       simdnorm::status_code::invalid_argument, "needs whole rows"},
   };
   for (const row& c : table) {
     CAPTURE(std::string(c.what));
