@@ -82,9 +82,9 @@
 //             a relative rho = max e * rstd, so y moves by |g| rstd e_i + |y| rho and rstd by
 //             rstd rho (first order; twice that is used, and a unit with rho > 1/16 is not
 //             value-checked).
-// The 8-bit outputs are checked against the quantizer of the float y (quant_code, f8_code and
-// f8_value below, written from the formats' definitions): the harness runs the same plan into
-// an f32 y, checks that y against this reference, and requires the codes, scales and zero
+// The 8-bit outputs are checked against the quantizer of the float y (quant_code below and
+// tests/quant_reference.hpp, written from the formats' definitions): the harness runs the same plan
+// into an f32 y, checks that y against this reference, and requires the codes, scales and zero
 // points the documented formulas give from it.
 #pragma once
 #include <algorithm>
@@ -92,6 +92,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "../quant_reference.hpp"
 
 namespace fuzzref {
 
@@ -481,34 +483,10 @@ inline void widen_for_value_error(result& r, const model& m, const std::vector<d
 /// simdnorm_dtype values of the 8-bit types.
 inline constexpr int kI8 = 3, kF8 = 4, kU8 = 5;
 
-/// OCP E4M3FN code -> value: 1 sign, 4 exponent bits (bias 7), 3 mantissa bits, NaN S.1111.111.
-inline double f8_value(unsigned c) {
-  const unsigned e = (c >> 3) & 15u, m = c & 7u;
-  if (e == 15 && m == 7) return NAN;
-  const double mag = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, int(e) - 7);
-  return (c & 0x80u) ? -mag : mag;
-}
-
-/// The nearest E4M3FN code of v, ties to the even code, saturating at +-448; NaN -> 0x7f.
-inline unsigned f8_code(double v) {
-  if (std::isnan(v)) return 0x7f;
-  const unsigned sign = std::signbit(v) ? 0x80u : 0u;
-  const double a = std::fabs(v);
-  unsigned lo = 0;  // the largest code with value <= a, among 0 .. 0x7e
-  while (lo < 0x7e && f8_value(lo + 1) <= a) ++lo;
-  if (lo == 0x7e) return sign | lo;
-  const double dl = a - f8_value(lo), dh = f8_value(lo + 1) - a;
-  return sign | (dl < dh || (dl == dh && lo % 2 == 0) ? lo : lo + 1);
-}
-
 /// The byte an 8-bit y of type t holds for the scaled value v = fl(y * inv_scale): i8 and u8
 /// sat(rne(v) + zp) (NaN: 0), f8e4m3fn f8_code(v).
 inline unsigned quant_code(int t, float v, int zp) {
-  if (t == kF8) return f8_code(v);
-  if (std::isnan(v)) return 0;
-  const double lo = t == kI8 ? -128.0 : 0.0;
-  const double q = std::clamp(std::nearbyint(double(v)) + zp, lo, lo + 255);
-  return unsigned(std::uint8_t(int(q)));
+  return qref::ref_code(simdnorm::dtype(t), v, zp);
 }
 
 }  // namespace fuzzref
