@@ -1277,7 +1277,6 @@ struct call_info {
   std::size_t x_bytes = 0, y_bytes = 0;
   std::int64_t rows = 0, cols = 0;
   bool same_layout = false;  ///< x and y: equal strides and types
-  bool plan_open = false;    ///< fused_plan_open
   bool x_overlaps = false;   ///< x's elements overlap, so would h's (it takes x's strides)
   bool x_plain_rows = true;  ///< x's rows are row-major with padding (padded_rows)
 };
@@ -1286,8 +1285,8 @@ struct call_info {
 /// residual_operands, quantized_outputs, modulation_operands and gate_operand), and the
 /// library's refusal of a residual_out whose rows would overlap (tests/test_residual.cpp):
 /// refused, or either where the documentation leaves the outcome open (the residual being x or
-/// y, the gate being x; the gate, a missing gamma for the weight offset and the quantized
-/// outputs given to a moments plan, which reads x only).
+/// y, the gate being x; the gate and a missing gamma for the weight offset given to a moments
+/// plan, which reads x only).
 expect fused_args_expect(const fused_case& f, const fused_ptrs& p, const simdnorm_norm_args& a,
                          const call_info& g) {
   bool reject = false, open = false;
@@ -1323,10 +1322,7 @@ expect fused_args_expect(const fused_case& f, const fused_ptrs& p, const simdnor
       ((p.quant.y_scale != nullptr) != (is_8bit(f.y_type) && f.scaling != kPerTensor) ||
        (p.quant.y_zero_point != nullptr) != (f.scaling == kAsymmetric) ||
        (p.quant.amax != nullptr) != f.row_amax);
-  if (g.plan_open)  // given or not: documented both ways (fused_plan_open)
-    open = true;
-  else
-    reject |= mismatch;
+  reject |= mismatch;
   if (f.weight_offset != 0.f && a.gamma == nullptr) (moments ? open : reject) = true;
   const simdnorm_modulation_operands& md = p.modulation;
   if (f.tokens == 0) {
@@ -2243,7 +2239,6 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   ci.rows = units;
   ci.cols = geo.cols;
   ci.same_layout = y_elem == 4 && strides_equal_nonunit(c.xd, c.yd, nd);
-  ci.plan_open = fused_plan_open(f, c.stage);
   ci.x_overlaps = small && elements_overlap(xo, x_span);
   ci.x_plain_rows = padded_rows(c.xd, first, cols);
   const expect fused_ex = f.on ? fused_args_expect(f, fp, args, ci) : expect::accept;
