@@ -3,16 +3,18 @@
 //
 // Why: the C API is where untrusted shapes, strides, parameters and pointers enter the library.
 // Each input decodes into one call: an op, a tensor of 1..5 dims (sometimes an invalid rank, a
-// zero, negative or huge size), x and y strides (dense, padded, permuted, channels-last, zero,
-// overlapping, huge, arbitrary), x / y aliasing (disjoint, in place, in place with other strides,
-// partial overlap, adjacent), the op's parameters (eps NaN / Inf / negative / 0 / subnormal,
+// zero, negative or huge size), x's and y's element types (f32, bf16, f16, any pair:
+// decode_types, header byte 61 bits 3-7), x and y strides (dense, padded, permuted,
+// channels-last, zero, overlapping, huge, arbitrary), x / y aliasing (disjoint, in place, in
+// place with other strides or another type, partial overlap, adjacent, at byte offsets that
+// keep both types aligned), the op's parameters (eps NaN / Inf / negative / 0 / subnormal,
 // axes, groups, momentum, enum values out of range), the split-statistics stage (full,
 // moments, apply, or a value that is not a stage), optional gamma / beta / mean / rstd /
 // running statistics / moments records (exact ones, or corrupted), an ISA among the runnable
 // ones, a way to execute (default executor, a host pool callback with its own partition,
-// plan_run task by task, one-shot), and the float data itself (raw bits, so NaN, Inf, huge and
-// subnormal values occur). Some inputs also merge random moments records
-// (simdnorm_merge_moments).
+// plan_run task by task, one-shot), and the data itself (raw bits of x's type, so NaN, Inf,
+// huge and subnormal values occur; values of the other data modes rounded to nearest even into
+// x's type). Some inputs also merge random moments records (simdnorm_merge_moments).
 //
 // The row ops' fused operands (docs/fusions.md; decode_fused, header bytes 44-53): some
 // LayerNorm, RMSNorm and Lp calls go through the op's own args struct (simdnorm_<op>_ex,
@@ -26,36 +28,49 @@
 // Inf), 8-bit y (i8, u8, f8e4m3fn; dynamic, dynamic_asymmetric, per_tensor, per_channel or no
 // scaling; blocks 0, 32..256, the row, and invalid ones; static scales and zero points valid
 // and not) with y_scale / y_zero_point / amax given as required or one of them wrong, an 8-bit
-// x or a y type that is not one, row_amax, and sometimes another row op's args struct.
+// x or a y type that is not one, row_amax, and sometimes another row op's args struct. The
+// residual, residual_out and gate have x's type (f32, bf16 or f16).
 //
 // What it checks (a failed check traps, so libFuzzer reports the input):
 //   1. Every call that fails returns a real status, sets a non-empty message, leaves *out NULL
 //      and writes nothing: every buffer (x, y with its padding, mean, rstd, running statistics,
 //      the batch counter, gamma, beta, moments records, residual, residual_out, bias, gate,
-//      modulation rows, y_scale, y_zero_point, amax) stays bit-identical. Inputs the
-//      documented rules forbid (bad rank, sizes, eps, enums, axes, groups, stages; y elements
-//      that overlap; a partial x/y overlap; pointers an op does not take; missing or bad
-//      moments records; the fused rules of fused_plan_refused and fused_args_expect) must
-//      fail; simple valid layouts (dense, padded rows, channels-last) must be accepted.
+//      modulation rows, y_scale, y_zero_point, amax; every byte, whatever the element type)
+//      stays bit-identical. Inputs the documented rules forbid (bad rank, sizes, eps, enums,
+//      axes, groups, stages; byte sizes that overflow for the tensor's type; y elements that
+//      overlap; a partial x/y overlap; x as y with other strides or another type; pointers an
+//      op does not take; missing or bad moments records; the fused rules of fused_plan_refused
+//      and fused_args_expect) must fail; simple valid layouts (dense, padded rows,
+//      channels-last) must be accepted. A build without the bf16 / f16 kernels (the
+//      SIMDNORM_ALL_DTYPES=OFF of CI's fuzz stage) must refuse every plan with a 16-bit x or y,
+//      with SIMDNORM_UNSUPPORTED_DTYPE where nothing else is wrong.
 //   2. An accepted plan executes successfully with valid arguments, reports the documented
 //      rows / row_length, and gives bit-identical results on every execution path.
 //   3. Outputs match the float64 reference of fuzz_reference.hpp within its derived bound (y,
 //      mean, rstd, running statistics, the batch counter); units with non-finite inputs are
-//      not value-checked, which makes the check of the other units a confinement check. The
-//      moments stage's records have the exact count and the op's kind, and their mean and m2
+//      not value-checked, which makes the check of the other units a confinement check. A
+//      16-bit x enters the reference exactly; a 16-bit y is held to the f32 bound plus half an
+//      ulp of its type (round_into; f16 overflow: Inf required where the f32 y is surely past
+//      65536, no check near 65504..65536); the statistics outputs stay f32 and their checks as
+//      for f32 tensors. The moments stage's records have the exact count and the op's
+//      kind, and their mean and m2
 //      match the float64 statistics; the apply stage, given those statistics exactly, meets
 //      the bounds of the one-call outputs. Fused calls: residual_out holds fl(fl(x + residual)
-//      + bias) bit for bit, and the reference normalizes it; the weight offset and adaLN
-//      modulation enter the reference as the gamma and beta the documented folds give, the
-//      gate through the bounds of fuzz_reference.hpp. The same plan into an f32 y from that
-//      residual_out (run_twin) must give a residual add's y bit for bit (the plain norm of h);
-//      for an 8-bit y that f32 y meets the float64 reference, and the scales, zero points and
-//      codes are the documented quantizer of it (check_quantized: exact, the asymmetric scale
-//      and zero point within their roundings); amax is max |y| of the f32 y exactly.
+//      + bias) bit for bit (rounded once into x's type), and the reference normalizes it; the
+//      weight offset and adaLN modulation enter the reference as the gamma and beta the
+//      documented folds give, the gate through the bounds of fuzz_reference.hpp (the gate
+//      before the norm also through the rounding of h into a 16-bit y). The same plan into an
+//      f32 y from that residual_out, in x's type (run_twin), must give a residual add's y bit
+//      for bit (the plain norm of h, rounded to nearest even into a 16-bit y's type); for an
+//      8-bit y that f32 y meets the float64 reference, and the scales, zero points and codes are
+//      the documented quantizer of it (check_quantized: exact, the asymmetric scale and zero
+//      point within their roundings); amax is max |y| of the f32 y exactly (for a 16-bit y:
+//      rounded into its type, the largest |y| stored).
 //   4. Nothing outside y's elements is written: buffers are allocated with the exact size the
-//      descriptors address (AddressSanitizer catches any access past them) and every byte
-//      that is not part of y or residual_out (padding, x when not in place) is compared with a
-//      snapshot. The moments stage writes its records (and residual_out) and nothing else.
+//      descriptors address in their types' bytes (AddressSanitizer catches any access past
+//      them) and every byte that is not part of y or residual_out (padding, x when not in
+//      place) is compared with a snapshot. The moments stage writes its records (and
+//      residual_out) and nothing else.
 //   5. simdnorm_merge_moments refuses bad records and writes nothing then; on good ones the
 //      counts add exactly and the fold matches a two-pass reference in long double.
 #include <stdlib.h>
@@ -85,7 +100,7 @@ const char* fuzz_c_status_string(int32_t v);
 
 namespace {
 
-char g_case[512];  // the decoded case, printed when a check fails
+char g_case[768];  // the decoded case, printed when a check fails
 
 [[noreturn]] void check_failed(const char* what, int line) {
   std::fprintf(stderr, "fuzz_c_api.cpp:%d: check failed: %s\n  case: %s\n  last error: %s\n", line,
@@ -132,6 +147,48 @@ std::uint32_t float_bits(float f) {
   std::uint32_t b;
   std::memcpy(&b, &f, sizeof b);
   return b;
+}
+
+// The element types (simdnorm_dtype values; fuzzref has the 8-bit ones).
+constexpr std::int32_t kF32 = 0;
+using fuzzref::kBF16;
+using fuzzref::kF16;
+using fuzzref::kF8;
+using fuzzref::kI8;
+using fuzzref::kU8;
+
+bool is_8bit(std::int32_t t) { return t == kI8 || t == kU8 || t == kF8; }
+bool is_16bit(std::int32_t t) { return t == kBF16 || t == kF16; }
+/// Bytes per element (4 for a value that is not a type: the library refuses those).
+std::size_t elem_bytes(std::int32_t t) { return is_8bit(t) ? 1 : is_16bit(t) ? 2 : 4; }
+
+/// Element o of a tensor of type t at base, as a float (exact for f32, bf16 and f16; an 8-bit
+/// element, which only a refused x has, reads as 0).
+float load_elem(const void* base, std::int64_t o, std::int32_t t) {
+  const auto* p = static_cast<const unsigned char*>(base) + o * std::int64_t(elem_bytes(t));
+  if (is_16bit(t)) {
+    std::uint16_t b;
+    std::memcpy(&b, p, 2);
+    return float(fuzzref::from_16bit(t, b));
+  }
+  if (is_8bit(t)) return 0.f;
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
+}
+
+/// Stores v as element o of a tensor of type t, rounded to nearest even (an 8-bit x, refused
+/// anyway, takes v's low bits).
+void store_elem(void* base, std::int64_t o, std::int32_t t, float v) {
+  auto* p = static_cast<unsigned char*>(base) + o * std::int64_t(elem_bytes(t));
+  if (is_16bit(t)) {
+    const std::uint16_t b = fuzzref::to_16bit(t, v);
+    std::memcpy(p, &b, 2);
+  } else if (is_8bit(t)) {
+    *p = static_cast<unsigned char>(float_bits(v));
+  } else {
+    std::memcpy(p, &v, 4);
+  }
 }
 
 // C enum fields are written as the raw 32-bit value a C caller may store.
@@ -273,11 +330,38 @@ void decode_strides(int nd, const std::int64_t* shape, const std::uint8_t* lay, 
   }
 }
 
+/// x's and y's types from bits 3-7 of header byte 61 (bits 0-2 are the special values): every
+/// pair of f32, bf16 and f16, the same type a third of the time (in place needs it); f32 for
+/// 0 and for the values inputs from before the 16-bit types have there (3, 17, 31).
+std::array<std::int32_t, 2> decode_types(std::uint8_t b) {
+  constexpr std::int32_t F = kF32, B = kBF16, H = kF16;
+  constexpr std::int32_t kPairs[32][2] = {
+      {F, F}, {B, B}, {H, H}, {F, F}, {B, F}, {H, F}, {F, B}, {F, H}, {B, H}, {H, B}, {B, B},
+      {H, H}, {F, F}, {B, B}, {H, H}, {B, F}, {H, F}, {F, F}, {F, B}, {F, H}, {B, B}, {H, H},
+      {B, H}, {H, B}, {F, F}, {B, B}, {H, H}, {B, F}, {H, F}, {F, B}, {F, H}, {F, F}};
+  return {kPairs[b >> 3][0], kPairs[b >> 3][1]};
+}
+
+/// Whether this build has the bf16 and f16 kernels (SIMDNORM_ALL_DTYPES): without them every
+/// plan with a 16-bit x or y must be refused with SIMDNORM_UNSUPPORTED_DTYPE.
+bool build_has_16bit() {
+  simdnorm_tensor_desc d;
+  const std::int64_t shape[1] = {4};
+  if (simdnorm_tensor_contiguous(&d, 1, shape) != SIMDNORM_OK) std::abort();
+  set_enum(&d.type, kBF16);
+  simdnorm_plan_t plan = nullptr;
+  const simdnorm_status s = simdnorm_plan_layer_norm(&d, &d, nullptr, &plan);
+  simdnorm_plan_destroy(plan);
+  if (s != SIMDNORM_OK && s != SIMDNORM_UNSUPPORTED_DTYPE) std::abort();
+  return s == SIMDNORM_OK;
+}
+
 // ---- Buffers ------------------------------------------------------------------------------------
 
-/// A buffer of exactly `lead + count` elements of `elem` bytes (4: floats, 1: an 8-bit y; the
-/// lead elements only misalign the data), filled with a sentinel (floats: NaN payloads), with
-/// a snapshot for "untouched" checks.
+/// A buffer of exactly `lead + count` elements of `elem` bytes (4: floats, 2: a 16-bit tensor,
+/// 1: an 8-bit y; the lead elements only misalign the data), filled with a sentinel (floats:
+/// NaN payloads; smaller elements: the low bytes of those), with a snapshot for "untouched"
+/// checks.
 struct buffer {
   unsigned char* base = nullptr;
   unsigned char* bytes = nullptr;  ///< the data, after the lead elements
@@ -297,7 +381,7 @@ struct buffer {
     base = static_cast<unsigned char*>(p);
     bytes = base + lead * elem;
     data = reinterpret_cast<float*>(bytes);
-    for (std::size_t i = 0; i < total; ++i) {  // elem 1: the low byte
+    for (std::size_t i = 0; i < total; ++i) {  // elem 1, 2: the low bytes
       const std::uint32_t v = 0x7FC00000u | ((salt * 0x9E37u + std::uint32_t(i)) & 0x3FFFFFu);
       std::memcpy(base + i * elem, &v, elem);
     }
@@ -597,7 +681,7 @@ void pool_parallel_for(void* user, std::size_t n, simdnorm_task_fn task, void* c
 /// All memory one execution may touch, laid out from the decoded case.
 struct arena {
   buffer xbuf, ybuf;           // ybuf unused when x and y share one buffer
-  std::size_t x_at = 0;        ///< x's first float in xbuf
+  std::size_t x_at = 0;        ///< x's first byte in xbuf
   unsigned char* y = nullptr;  ///< y's first byte, in ybuf or xbuf
   buffer gamma, beta, mean, rstd, run_mean, run_var;
   buffer moments_out, moments_in;                             // records (buffer::records)
@@ -605,7 +689,7 @@ struct arena {
   buffer y_scale, y_zero_point, amax;                         // and their quantized outputs
   std::int64_t counter = 0, counter_snap = 0;
   bool has_counter = false;
-  float* x() { return xbuf.data + x_at; }
+  unsigned char* x() { return xbuf.bytes + x_at; }
   /// Every buffer.
   std::array<buffer*, 19> all() {
     return {&xbuf,      &ybuf,        &gamma,      &beta,         &mean,      &rstd, &run_mean,
@@ -862,14 +946,7 @@ fuzzref::model model_of(const fuzz_case& c, const std::int64_t* shape, int ca, c
 
 // ---- The row ops' fused operands (docs/fusions.md) ----------------------------------------------
 
-constexpr std::int32_t kF32 = 0;  // simdnorm_dtype values (fuzzref has the 8-bit ones)
-using fuzzref::kF8;
-using fuzzref::kI8;
-using fuzzref::kU8;
 constexpr std::int32_t kDynamic = 0, kPerTensor = 1, kAsymmetric = 2;  // simdnorm_quant_scaling
-
-bool is_8bit(std::int32_t t) { return t == kI8 || t == kU8 || t == kF8; }
-std::size_t elem_bytes(std::int32_t t) { return is_8bit(t) ? 1 : 4; }
 
 /// Where residual_out (h) goes: apart, over the residual, over x (both allowed), over y, partly
 /// over x or the residual (refused), one of the pair missing (refused), and the residual being
@@ -903,10 +980,12 @@ enum gate_mode {
 /// the row ops use for nothing else. Byte 44 bit 7 makes the call with the op's args struct
 /// (simdnorm_<op>_ex, simdnorm_plan_execute_<op>, simdnorm_plan_run_<op>); its bits 0-6 add the
 /// residual add (placed by byte 45's low nibble), the residual bias, the gate (RMSNorm; byte
-/// 45's high nibble), adaLN modulation (bytes 46-47), the weight offset (byte 48), the tensor
-/// types and quantization parameters (bytes 49-51) and row_amax. Byte 52 gives the quantized
-/// outputs right or one of them wrong, and sometimes another row op's args struct; byte 53
-/// picks the fused operands' values. The Lp norm takes the residual and the y type only.
+/// 45's high nibble), adaLN modulation (bytes 46-47), the weight offset (byte 48), an 8-bit y
+/// or x, or a y type that is not one, and the quantization parameters (bytes 49-51) and
+/// row_amax. Byte 52 gives the quantized outputs right or one of them wrong, and sometimes
+/// another row op's args struct; byte 53 picks the fused operands' values. The Lp norm takes
+/// the residual and the y type only. The float types of x and y (and so of the residual,
+/// residual_out and gate) are the call's (decode_types).
 struct fused_case {
   bool on = false;
   bool quant_outputs = false;  ///< the args struct has quantized outputs (not the Lp norm's)
@@ -971,12 +1050,13 @@ void decode_modulation(std::uint8_t m, std::uint8_t a, std::int64_t rows, std::i
   f->mod_place = m >> 6;
 }
 
-/// The tensor types and quantization: byte t picks y's type (and, rarely, an 8-bit x or a
-/// value that is not a type) and the scaling, b the block, s the static scale and zero point.
+/// The tensor types and quantization: byte t picks y's type (an 8-bit one, the float y the call
+/// decoded, and rarely an 8-bit x or a value that is not a type) and the scaling, b the block,
+/// s the static scale and zero point.
 void decode_quant(std::uint8_t t, std::uint8_t b, std::uint8_t s, std::int64_t cols,
                   fused_case* f) {
-  constexpr std::int32_t kYTypes[8] = {kI8, kI8, kU8, kF8, kF8, kF32, kF32, 6};
-  f->y_type = kYTypes[t % 8];
+  constexpr std::int32_t kYTypes[8] = {kI8, kI8, kU8, kF8, kF8, -1, -1, 6};  // -1: the float y
+  if (kYTypes[t % 8] != -1) f->y_type = kYTypes[t % 8];
   if (t % 8 == 6) f->x_type = kI8;  // 8-bit types are outputs: refused
   constexpr std::int32_t kScalings[8] = {kDynamic,    kDynamic,   kAsymmetric,         kPerTensor,
                                          kAsymmetric, kPerTensor, 3 /* per channel */, 77};
@@ -991,10 +1071,12 @@ void decode_quant(std::uint8_t t, std::uint8_t b, std::uint8_t s, std::int64_t c
   f->zero_point = kZeroPoints[(s >> 4) % 8];
 }
 
-fused_case decode_fused(const std::uint8_t* h, int op, std::int64_t rows, std::int64_t cols) {
+fused_case decode_fused(const std::uint8_t* h, int op, std::int64_t rows, std::int64_t cols,
+                        std::int32_t x_type, std::int32_t y_type) {
   fused_case f;
   const std::uint8_t flags = h[44];
   f.on = op <= kLpNorm && (flags & 0x80);
+  f.x_type = x_type, f.y_type = y_type;
   if (!f.on) return f;
   const bool ln_rms = op != kLpNorm;
   f.quant_outputs = ln_rms;
@@ -1018,7 +1100,7 @@ fused_case decode_fused(const std::uint8_t* h, int op, std::int64_t rows, std::i
   }
   if (f.modulation) decode_modulation(h[46], h[47], rows, cols, &f);
   if (flags & 0x20) decode_quant(h[49], h[50], h[51], cols, &f);
-  if (!ln_rms) f.scaling = kDynamic, f.block = 0, f.x_type = kF32;  // the y type only
+  if (!ln_rms) f.scaling = kDynamic, f.block = 0, f.x_type = x_type;  // the y type only
   f.outputs_mode = h[52] & 7;
   f.cross_op = (h[52] >> 3) % 8 == 7;
   f.value_mode = h[53] % 4;
@@ -1051,7 +1133,8 @@ void apply_fused(const fused_case& f, fuzz_case* c) {
 bool fused_plan_refused(const fused_case& f, int op, std::int32_t stage, std::int64_t rows,
                         std::int64_t cols) {
   const bool y8 = is_8bit(f.y_type);
-  if (f.x_type != kF32 || !(y8 || f.y_type == kF32)) return true;
+  const bool x_float = f.x_type == kF32 || is_16bit(f.x_type);
+  if (!x_float || !(y8 || f.y_type == kF32 || is_16bit(f.y_type))) return true;
   if (op == kLpNorm) return y8;  // 8-bit outputs are LayerNorm's and RMSNorm's
   const bool dynamic = f.scaling == kDynamic || f.scaling == kAsymmetric;
   if (!dynamic && f.scaling != kPerTensor) return true;  // per channel, or not a scaling
@@ -1152,8 +1235,9 @@ simdnorm_status with_row_args(const simdnorm_norm_args* a, const fused_ptrs& p, 
 /// What the placement of the fused operands needs of the call.
 struct call_geometry {
   const std::vector<std::int64_t>* xo = nullptr;  ///< x's element offsets (logical order)
-  std::int64_t x_span = 0, y_floats = 0, rows = 0, cols = 0, segs = 1;
-  /// y is f32, in a buffer of its own, with x's strides: the residual and the gate may be it.
+  std::int64_t x_span = 0, y_bytes = 0, rows = 0, cols = 0, segs = 1;
+  std::int32_t x_type = kF32;  ///< also the residual's, residual_out's and the gate's
+  /// y has x's type and strides, in a buffer of its own: the residual and the gate may be it.
   bool y_apart_same_layout = false;
   /// y's buffer has room for x's span from y on: h may go over y (a moments plan takes it).
   bool x_fits_y = false;
@@ -1164,26 +1248,27 @@ struct call_geometry {
 template <class Value>
 fused_ptrs place_fused(const fused_case& f, const call_geometry& g, rng& r, arena& m, Value value) {
   fused_ptrs p;
-  float* x = m.x();
-  float* y = reinterpret_cast<float*>(m.y);
-  const std::size_t span = std::size_t(g.x_span);
-  auto fill = [&](float* at, double spread) {
-    for (const std::int64_t o : *g.xo) at[o] = value(spread);
+  unsigned char* x = m.x();
+  unsigned char* y = m.y;
+  const std::size_t span = std::size_t(g.x_span), xe = elem_bytes(g.x_type);
+  const std::int64_t y_elems = g.y_bytes / std::int64_t(xe);  // of x's type, within y
+  auto fill = [&](unsigned char* at, double spread) {
+    for (const std::int64_t o : *g.xo) store_elem(at, o, g.x_type, value(spread));
     return at;
   };
   auto own = [&](buffer& b, std::size_t n, std::uint32_t salt, double spread) {
-    b.alloc(n, 0, salt);
-    return fill(b.data, spread);
+    b.alloc(n, 0, salt, xe);
+    return fill(b.bytes, spread);
   };
   auto out = [&]() {
-    m.resid_out.alloc(span, 0, 21);
-    return m.resid_out.data;
+    m.resid_out.alloc(span, 0, 21, xe);
+    return m.resid_out.bytes;
   };
-  auto partly = [&](std::int64_t n) {  // an offset inside a span of n >= 2
-    return std::size_t(1 + r.next() % std::uint64_t(n - 1));
+  auto partly = [&](std::int64_t n) {  // an offset inside a span of n >= 2, in bytes
+    return xe * std::size_t(1 + r.next() % std::uint64_t(n - 1));
   };
   if (f.residual) {
-    float *in = nullptr, *h = nullptr;
+    unsigned char *in = nullptr, *h = nullptr;
     switch (f.residual_mode) {
       case kResApart: in = own(m.resid, span, 20, 2), h = out(); break;
       case kResOverResidual: in = h = own(m.resid, span, 20, 2); break;
@@ -1193,8 +1278,8 @@ fused_ptrs place_fused(const fused_case& f, const call_geometry& g, rng& r, aren
         in = own(m.resid, span, 20, 2), h = g.x_span > 1 ? x + partly(g.x_span) : out();
         break;
       case kResPartlyOverResidual: {
-        const std::size_t k = g.x_span > 1 ? partly(g.x_span) : 1;
-        in = own(m.resid, span + k, 20, 2), h = in + k;
+        const std::size_t k = g.x_span > 1 ? partly(g.x_span) : xe;
+        in = own(m.resid, span + k / xe, 20, 2), h = in + k;
         break;
       }
       case kResNoOut: in = own(m.resid, span, 20, 2); break;
@@ -1221,7 +1306,7 @@ fused_ptrs place_fused(const fused_case& f, const call_geometry& g, rng& r, aren
         break;
       case kGateIsH: p.gate = p.residual.out ? p.residual.out : own(m.gate, span, 23, 4); break;
       case kGatePartlyOverY:
-        p.gate = g.y_floats > 1 ? y + partly(g.y_floats) : own(m.gate, span, 23, 4);
+        p.gate = y_elems > 1 ? y + partly(y_elems) : own(m.gate, span, 23, 4);
         break;
       case kGateIsX: p.gate = x; break;
       case kGateBeforeNone: break;
@@ -1237,8 +1322,11 @@ fused_ptrs place_fused(const fused_case& f, const call_geometry& g, rng& r, aren
     };
     const float* scale = rows_of(m.mod_scale, 24, 0.7);
     const float* shift = rows_of(m.mod_shift, 25, 2);
-    if (f.mod_place == 2) shift = y;
-    if (f.mod_place == 3) scale = p.residual.out ? static_cast<float*>(p.residual.out) : y;
+    // over y or h, whose elements may not be floats: refused before anything is read
+    const float* y_as_floats = reinterpret_cast<const float*>(y);
+    if (f.mod_place == 2) shift = y_as_floats;
+    if (f.mod_place == 3)
+      scale = p.residual.out ? static_cast<const float*>(p.residual.out) : y_as_floats;
     p.modulation.scale = f.null_scale ? nullptr : scale;
     p.modulation.shift = f.null_shift ? nullptr : shift;
     p.modulation.stride = f.stride;
@@ -1343,13 +1431,13 @@ bool same_float(float a, float b) {
 }
 
 /// h = (x + residual) + bias as the library must store it (docs/fusions.md): the f32 sums, in
-/// that order, each rounded to f32. Logical order.
+/// that order, each rounded to f32, then rounded once into x's type. Logical order.
 std::vector<float> residual_sum(const std::vector<float>& x, const std::vector<float>& r,
-                                const float* bias, std::int64_t cols) {
+                                const float* bias, std::int64_t cols, std::int32_t x_type) {
   std::vector<float> h(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float s = x[i] + r[i];
-    h[i] = bias ? s + bias[std::int64_t(i) % cols] : s;
+    h[i] = fuzzref::round_to(x_type, bias ? s + bias[std::int64_t(i) % cols] : s);
   }
   return h;
 }
@@ -1389,10 +1477,11 @@ affine_eff effective_affine(const fused_case& f, const simdnorm_norm_args& a,
   return e;
 }
 
-/// The f32 y of the same plan from h, the values its norm read (at x's offsets), with the same
-/// gamma, beta, gate, modulation and weight offset, into a dense f32 y: what an 8-bit y
-/// quantizes and what the residual add normalizes, bit for bit (docs/fusions.md). row_amax
-/// keeps the rows whole, as an 8-bit y does, and gives their amax. Logical order.
+/// The f32 y of the same plan from h, the values its norm read (at x's offsets, in x's type),
+/// with the same gamma, beta, gate, modulation and weight offset, into a dense f32 y: what an
+/// 8-bit y quantizes and what the residual add normalizes, bit for bit (docs/fusions.md; a
+/// 16-bit y is that f32 y rounded once, docs/numerics.md). row_amax keeps the rows whole, as an
+/// 8-bit y does, and gives their amax. Logical order.
 struct twin_result {
   std::vector<float> y, amax;
 };
@@ -1400,11 +1489,12 @@ twin_result run_twin(const fuzz_case& c, bool row_amax, const simdnorm_norm_args
                      const fused_ptrs& p, const std::vector<float>& h,
                      const std::vector<float>& gate, const std::vector<std::int64_t>& xo,
                      std::int64_t x_span, std::int64_t rows) {
-  const std::size_t span = std::size_t(x_span);
-  std::vector<float> x(span), z(gate.empty() ? 0 : span);
-  for (std::size_t i = 0; i < h.size(); ++i) {
-    x[std::size_t(xo[i])] = h[i];
-    if (!gate.empty()) z[std::size_t(xo[i])] = gate[i];
+  const std::int32_t xt = get_enum(c.xd.type);
+  const std::size_t span = std::size_t(x_span) * elem_bytes(xt);
+  std::vector<unsigned char> x(span), z(gate.empty() ? 0 : span);
+  for (std::size_t i = 0; i < h.size(); ++i) {  // exact: h and the gate are x's type's values
+    store_elem(x.data(), xo[i], xt, h[i]);
+    if (!gate.empty()) store_elem(z.data(), xo[i], xt, gate[i]);
   }
   twin_result t{std::vector<float>(h.size()), std::vector<float>(std::size_t(rows))};
   fuzz_case tc = c;
@@ -1561,6 +1651,10 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   } else {
     decode_strides(c.nd, shape, h + 20, c.yd.strides);
   }
+  // x's and y's float types (the fused operands may make y 8-bit, or x i8)
+  const std::array<std::int32_t, 2> types = decode_types(h[61]);
+  set_enum(&c.xd.type, types[0]);
+  set_enum(&c.yd.type, types[1]);
   const int alias = h[30] % 5;  // 0 disjoint, 1 in place, 2 same pointer, 3 overlap, 4 adjacent
   if (alias == 1) std::memcpy(c.yd.strides, c.xd.strides, sizeof c.yd.strides);
   const int misuse = h[35] % 32;
@@ -1691,7 +1785,6 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       ylast += __int128(shape[i] - 1) * c.yd.strides[i];
       if (numel128 > kI64Max || xlast > kI64Max || ylast > kI64Max) overflow = true;
     }
-    if (numel128 > kI64Max / 4 || xlast + 1 > kI64Max / 4) overflow = true;  // f32 x, in bytes
   }
   expect ex = expect::either;
   bool reject = !sizes_ok || overflow;
@@ -1826,14 +1919,20 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (c.op == kBatchNorm && !reject && !c.bn.training && c.null_params) reject = true;
   // the row ops' fused operands and their plan parameters (header bytes 44-53)
   const std::int64_t rows = os.known ? os.units : 1, cols = os.known ? numel / os.units : 1;
-  fused_case f = decode_fused(h, c.op, rows, cols);
+  fused_case f = decode_fused(h, c.op, rows, cols, types[0], types[1]);
   if (f.on) {
     if (c.null_params) f.default_params();
     apply_fused(f, &c);
     if (fused_plan_refused(f, c.op, c.stage, rows, cols)) reject = true;
   }
-  // y's extent in bytes of its type (decoded with the fused operands) must fit in int64
-  if (sizes_ok && ylast + 1 > kI64Max / std::int64_t(elem_bytes(get_enum(c.yd.type))))
+  // x's and y's extents and element counts in bytes of their types (decoded with the fused
+  // operands) must fit in int64
+  const std::int32_t x_type = get_enum(c.xd.type), y_type = get_enum(c.yd.type);
+  const std::size_t x_elem = elem_bytes(x_type), y_elem = elem_bytes(y_type);
+  for (const std::int64_t e : {std::int64_t(x_elem), std::int64_t(y_elem)})
+    if (sizes_ok && !overflow && numel128 > kI64Max / e) reject = true;
+  if (sizes_ok && !overflow &&
+      (xlast + 1 > kI64Max / std::int64_t(x_elem) || ylast + 1 > kI64Max / std::int64_t(y_elem)))
     reject = true;
 
   // the logical tensor: offsets of every element in x and y (only when small enough)
@@ -1865,25 +1964,30 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     ex = expect::reject;
   else if (simple_layout)
     ex = expect::accept;
+  // a build without the 16-bit kernels refuses them, and says why where nothing else is wrong
+  static const bool has_16bit = build_has_16bit();
+  const bool unsupported = !has_16bit && (is_16bit(x_type) || is_16bit(y_type));
+  const bool want_unsupported = unsupported && ex == expect::accept;
+  if (unsupported) reject = true, ex = expect::reject;
 
   std::snprintf(g_case, sizeof g_case,
                 "op=%s ndim=%d shape=[%lld,%lld,%lld,%lld,%lld] xs=[%lld,%lld,%lld,%lld,%lld] "
                 "ys=[%lld,%lld,%lld,%lld,%lld] alias=%d misuse=%d eps=%g stores=%d layout=%d "
-                "stage=%d expect=%d",
+                "stage=%d x_type=%d y_type=%d expect=%d",
                 kOpNames[c.op], rank, (long long)shape[0], (long long)shape[1], (long long)shape[2],
                 (long long)shape[3], (long long)shape[4], (long long)c.xd.strides[0],
                 (long long)c.xd.strides[1], (long long)c.xd.strides[2], (long long)c.xd.strides[3],
                 (long long)c.xd.strides[4], (long long)c.yd.strides[0], (long long)c.yd.strides[1],
                 (long long)c.yd.strides[2], (long long)c.yd.strides[3], (long long)c.yd.strides[4],
-                alias, misuse, double(eps), c.stores, c.layout, c.stage, int(ex));
+                alias, misuse, double(eps), c.stores, c.layout, c.stage, x_type, y_type, int(ex));
   if (f.on) {
     const std::size_t n = std::strlen(g_case);
     std::snprintf(g_case + n, sizeof g_case - n,
-                  " fused=%02x residual=%d gate=%d tokens=%lld stride=%lld mod_place=%d "
-                  "offset=%g x=%d y=%d scaling=%d block=%d scale=%g zp=%d outputs=%d cross=%d",
+                  " fused=%02x residual=%d gate=%d tokens=%lld stride=%lld "
+                  "mod_place=%d offset=%g scaling=%d block=%d scale=%g zp=%d outputs=%d cross=%d",
                   h[44], f.residual_mode, f.gate_mode, (long long)f.tokens, (long long)f.stride,
-                  f.mod_place, double(f.weight_offset), f.x_type, f.y_type, f.scaling, f.block,
-                  double(f.scale), f.zero_point, f.outputs_mode, int(f.cross_op));
+                  f.mod_place, double(f.weight_offset), f.scaling, f.block, double(f.scale),
+                  f.zero_point, f.outputs_mode, int(f.cross_op));
   }
 
   // ---- data generation --------------------------------------------------------------------------
@@ -2011,6 +2115,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     FUZZ_CHECK(ex != expect::accept);
     FUZZ_CHECK(plan == nullptr);
     check_failure_reported(ps);
+    if (want_unsupported) FUZZ_CHECK(ps == SIMDNORM_UNSUPPORTED_DTYPE);
   } else {
     FUZZ_CHECK(ex != expect::reject);
     FUZZ_CHECK(plan != nullptr);
@@ -2034,47 +2139,60 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   const std::int64_t x_span = small ? std::int64_t(xlast) + 1 : 16;
   const std::int64_t y_span = small ? std::int64_t(ylast) + 1 : 16;
   const std::size_t lead_x = h[56] & 15, lead_y = h[56] >> 4;
-  const std::size_t y_elem = elem_bytes(get_enum(c.yd.type));
-  // the floats y takes in a buffer shared with x (an 8-bit y: its bytes, rounded up)
-  const std::int64_t y_floats = (y_span * std::int64_t(y_elem) + 3) / 4;
-  std::size_t y_at = 0;  // y's first float in xbuf, when they share it
+  const std::size_t x_bytes = std::size_t(x_span) * x_elem, y_bytes = std::size_t(y_span) * y_elem;
+  // x and y in one buffer start at multiples of both element sizes (their natural alignment)
+  const std::size_t align = std::max(x_elem, y_elem);
+  auto round_up = [&](std::size_t n) { return (n + align - 1) / align * align; };
+  std::size_t y_at = 0, shared = 0;  // y's first byte in xbuf, and xbuf's bytes, when shared
   switch (alias) {
     case 0:
-      m.xbuf.alloc(std::size_t(x_span), lead_x, 1);
+      m.xbuf.alloc(std::size_t(x_span), lead_x, 1, x_elem);
       m.ybuf.alloc(std::size_t(y_span), lead_y, 2, y_elem);
       break;
     case 1:
-    case 2: m.xbuf.alloc(std::size_t(std::max(x_span, y_floats)), lead_x, 1); break;
+    case 2: shared = std::max(x_bytes, y_bytes); break;
     case 3: {
       const bool y_first = h[31] & 128;
-      const std::int64_t under = y_first ? y_floats : x_span;  // the buffer that starts first
-      const std::int64_t k = under > 1 ? 1 + (h[31] & 127) % (under - 1) : 0;
-      (y_first ? m.x_at : y_at) = std::size_t(k);
-      m.xbuf.alloc(
-          std::size_t(std::max(std::int64_t(m.x_at) + x_span, std::int64_t(y_at) + y_floats)),
-          lead_x, 1);
+      const std::size_t under = (y_first ? y_bytes : x_bytes) / align;  // starts first
+      const std::size_t k = under > 1 ? align * (1 + (h[31] & 127) % (under - 1)) : 0;
+      (y_first ? m.x_at : y_at) = k;
+      shared = std::max(m.x_at + x_bytes, y_at + y_bytes);
       break;
     }
     default: {
       const bool y_first = h[31] & 1;
-      (y_first ? m.x_at : y_at) = std::size_t(y_first ? y_floats : x_span);
-      m.xbuf.alloc(std::size_t(x_span + y_floats), lead_x, 1);
+      (y_first ? m.x_at : y_at) = round_up(y_first ? y_bytes : x_bytes);
+      shared = (y_first ? m.x_at : y_at) + (y_first ? x_bytes : y_bytes);
       break;
     }
   }
-  m.y = alias == 0 ? m.ybuf.bytes : m.xbuf.bytes + 4 * y_at;
-  // x values, written through x's offsets and read back (zero strides repeat elements)
+  if (alias != 0)  // the lead, too, keeps y aligned
+    m.xbuf.alloc((shared + x_elem - 1) / x_elem, lead_x * (align / x_elem), 1, x_elem);
+  m.y = alias == 0 ? m.ybuf.bytes : m.xbuf.bytes + y_at;
+  // x values, written through x's offsets and read back (zero strides repeat elements); a
+  // 16-bit x takes raw bits in the raw data mode, and the others' values rounded to nearest
+  unsigned char* xw = m.x();
+  auto put_x = [&](std::int64_t o) {
+    if (data_mode == 0 && is_16bit(x_type)) {
+      const unsigned lo = next_byte(true);
+      const std::uint16_t b = std::uint16_t(lo | unsigned(next_byte(true)) << 8);
+      std::memcpy(xw + 2 * o, &b, 2);
+    } else {
+      store_elem(xw, o, x_type, next_value());
+    }
+  };
   std::vector<float> xl;
-  float* xw = m.x();
   if (small) {
-    for (std::int64_t i = 0; i < numel; ++i) xw[xo[std::size_t(i)]] = next_value();
+    for (std::int64_t i = 0; i < numel; ++i) put_x(xo[std::size_t(i)]);
     const int specials = h[61] % 8 < 5 ? 0 : h[61] % 8 - 4;
     for (int k = 0; k < specials && numel > 0; ++k)
-      xw[xo[std::size_t(prng.next() % std::uint64_t(numel))]] = kSpecials[prng.next() % 9];
+      store_elem(xw, xo[std::size_t(prng.next() % std::uint64_t(numel))], x_type,
+                 kSpecials[prng.next() % 9]);
     xl.resize(std::size_t(numel));
-    for (std::int64_t i = 0; i < numel; ++i) xl[std::size_t(i)] = xw[xo[std::size_t(i)]];
+    for (std::int64_t i = 0; i < numel; ++i)
+      xl[std::size_t(i)] = load_elem(xw, xo[std::size_t(i)], x_type);
   } else {
-    for (std::int64_t i = 0; i < x_span; ++i) xw[i] = next_value();
+    for (std::int64_t i = 0; i < x_span; ++i) put_x(i);
   }
   // the op reduced to units, and each unit's float64 statistics (the reference, and the
   // records of the apply stage)
@@ -2178,14 +2296,14 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   call_geometry geo;
   geo.xo = &xo;
   geo.x_span = x_span;
-  geo.y_floats = y_floats;
+  geo.y_bytes = std::int64_t(y_bytes);
+  geo.x_type = x_type;
   geo.rows = units;
   geo.cols = small ? cols : 16;
   geo.segs = f.block > 0 && geo.cols % f.block == 0 ? geo.cols / f.block : 1;
-  geo.y_apart_same_layout =
-      alias == 0 && get_enum(c.yd.type) == kF32 && strides_equal_nonunit(c.xd, c.yd, nd);
+  geo.y_apart_same_layout = alias == 0 && y_type == x_type && strides_equal_nonunit(c.xd, c.yd, nd);
   const buffer& y_holder = alias == 0 ? m.ybuf : m.xbuf;
-  geo.x_fits_y = y_holder.base + y_holder.size() - m.y >= x_span * 4;
+  geo.x_fits_y = y_holder.base + y_holder.size() - m.y >= std::ptrdiff_t(x_bytes);
   const fused_ptrs fp = f.on ? place_fused(f, geo, prng, m, fused_value) : fused_ptrs{};
   if (misuse == 8) args.x = nullptr;
   if (misuse == 9) args.y = nullptr;
@@ -2202,9 +2320,9 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       const auto xb = reinterpret_cast<std::uintptr_t>(args.x);
       const auto yb = reinterpret_cast<std::uintptr_t>(args.y);
       if (xb == yb) {
-        bad(!strides_equal_nonunit(c.xd, c.yd, nd) || y_elem != 4);
+        bad(!strides_equal_nonunit(c.xd, c.yd, nd) || y_type != x_type);
       } else {
-        bad(xb < yb + std::uintptr_t(y_span) * y_elem && yb < xb + std::uintptr_t(x_span) * 4);
+        bad(xb < yb + y_bytes && yb < xb + x_bytes);
       }
     }
     bad(args.beta && !os.takes_beta);
@@ -2234,11 +2352,11 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   }
   call_info ci;
   ci.stage = c.stage;
-  ci.x_bytes = std::size_t(x_span) * 4;
-  ci.y_bytes = std::size_t(y_span) * y_elem;
+  ci.x_bytes = x_bytes;
+  ci.y_bytes = y_bytes;
   ci.rows = units;
   ci.cols = geo.cols;
-  ci.same_layout = y_elem == 4 && strides_equal_nonunit(c.xd, c.yd, nd);
+  ci.same_layout = y_type == x_type && strides_equal_nonunit(c.xd, c.yd, nd);
   ci.x_overlaps = small && elements_overlap(xo, x_span);
   ci.x_plain_rows = padded_rows(c.xd, first, cols);
   const expect fused_ex = f.on ? fused_args_expect(f, fp, args, ci) : expect::accept;
@@ -2250,8 +2368,8 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   const bool read_gate = fp.gate && c.stage != kMoments;
   for (std::int64_t i = 0; small && planned && fused_ex != expect::reject && i < numel; ++i) {
     const std::int64_t o = xo[std::size_t(i)];
-    if (fp.residual.in) rl.push_back(static_cast<const float*>(fp.residual.in)[o]);
-    if (read_gate) gl.push_back(static_cast<const float*>(fp.gate)[o]);
+    if (fp.residual.in) rl.push_back(load_elem(fp.residual.in, o, x_type));
+    if (read_gate) gl.push_back(load_elem(fp.gate, o, x_type));
   }
 
   // ---- execution --------------------------------------------------------------------------------
@@ -2372,7 +2490,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   {
     // y's elements, and h's (the residual add stores it in every stage that takes it)
     const region y_region{writes_y ? m.y : nullptr, &yo, y_elem};
-    const region h_region{fp.residual.out, &xo, 4};
+    const region h_region{fp.residual.out, &xo, x_elem};
     for (const buffer* b : m.inputs()) FUZZ_CHECK(untouched_except(*b, {y_region, h_region}));
     if (c.stage != kMoments) FUZZ_CHECK(m.moments_out.unchanged());
     const bool bn_train = c.op == kBatchNorm && c.bn.training && writes_y;
@@ -2393,18 +2511,18 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   std::vector<float> vals = xl;
   std::vector<double> val_err;
   if (fp.residual.out) {
-    vals = residual_sum(xl, rl, fp.residual.bias, cols);
-    const float* hp = static_cast<const float*>(fp.residual.out);
+    vals = residual_sum(xl, rl, fp.residual.bias, cols, x_type);
     for (std::int64_t i = 0; i < numel; ++i) {
       const std::size_t u = std::size_t(i);
-      if (!same_float(hp[xo[u]], vals[u])) {
+      const float got = load_elem(fp.residual.out, xo[u], x_type);
+      if (!same_float(got, vals[u])) {
         std::fprintf(stderr, "residual_out[%lld] = %a, want %a = %a + %a (+ bias)\n", (long long)i,
-                     double(hp[xo[u]]), double(vals[u]), double(xl[u]), double(rl[u]));
-        FUZZ_CHECK(!"residual_out holds fl(fl(x + residual) + bias)");
+                     double(got), double(vals[u]), double(xl[u]), double(rl[u]));
+        FUZZ_CHECK(!"residual_out holds fl_x(fl(x + residual) + bias)");
       }
     }
   }
-  if (f.gate_before) fuzzref::gate_before_norm(xl, gl, &vals, &val_err);
+  if (f.gate_before) fuzzref::gate_before_norm(xl, gl, y_type, &vals, &val_err);
   md.gamma = args.gamma;
   md.beta = args.beta;
   affine_eff eff;  // gamma + weight_offset, the adaLN folds
@@ -2429,6 +2547,8 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   fuzzref::result ref = fuzzref::compute(md, vals);
   if (!gl.empty() && !f.gate_before) fuzzref::gate_after_norm(ref, gl);
   if (!val_err.empty()) fuzzref::widen_for_value_error(ref, md, val_err);
+  // a 16-bit y is the f32 result rounded once more (an 8-bit y is checked through run_twin)
+  if (is_16bit(y_type)) fuzzref::round_into(ref.y, y_type);
   auto print_unit = [&](std::int64_t unit) {
     const fuzzref::unit_ref& q = ref.units[std::size_t(unit)];
     std::fprintf(stderr,
@@ -2443,12 +2563,12 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   };
   // An 8-bit y and a residual add are checked through the same plan's f32 y from h (run_twin);
   // that f32 y then meets the float64 reference in the 8-bit y's place.
-  const bool y8 = is_8bit(get_enum(c.yd.type));
+  const bool y8 = is_8bit(y_type);
   const bool twin = c.stage == kFull && !f.gate_before && (fp.residual.out || y8);
   const twin_result tw =
       twin ? run_twin(c, f.row_amax || y8, args, fp, vals, gl, xo, x_span, rows) : twin_result{};
   std::vector<float> yl(writes_y && !y8 ? std::size_t(numel) : 0);  // y as stored
-  for (std::size_t i = 0; i < yl.size(); ++i) yl[i] = reinterpret_cast<const float*>(m.y)[yo[i]];
+  for (std::size_t i = 0; i < yl.size(); ++i) yl[i] = load_elem(m.y, yo[i], y_type);
   const std::vector<float>& yf = y8 ? tw.y : yl;
   for (std::size_t i = 0; i < yf.size(); ++i) {
     if (!ref.y.ok(i, yf[i])) {
@@ -2459,9 +2579,9 @@ int run_one(const std::uint8_t* data, std::size_t size) {
       FUZZ_CHECK(!"y matches the float64 reference");
     }
   }
-  if (twin && !y8)  // the residual add: y is the plain norm of h as stored
+  if (twin && !y8)  // the residual add: y is the plain norm of h as stored (rounded into y's type)
     for (std::size_t i = 0; i < yl.size(); ++i)
-      if (!same_float(yl[i], tw.y[i])) {
+      if (!same_float(yl[i], fuzzref::round_to(y_type, tw.y[i]))) {
         std::fprintf(stderr, "y[%zu] = %a, the plain norm of h gives %a\n", i, double(yl[i]),
                      double(tw.y[i]));
         FUZZ_CHECK(!"y after the residual add is the plain norm of residual_out, bit for bit");
@@ -2469,9 +2589,13 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (y8 && c.stage == kFull)
     check_quantized(f, rows, cols, tw.y, m.y, yo, fp.quant.y_scale, fp.quant.y_zero_point);
   for (std::int64_t r = 0; c.stage == kFull && fp.quant.amax && r < rows; ++r) {
-    const float got = fp.quant.amax[r];  // max |y| of the f32 y: of y as stored for an f32 y
-    if (!y8) FUZZ_CHECK(same_float(got, bits_to_float(amax_bits(yl.data() + r * cols, cols))));
-    if (twin) FUZZ_CHECK(same_float(got, tw.amax[std::size_t(r)]));
+    // max |y| of the f32 y: of y as stored for an f32 y; rounded into a 16-bit y's type, the
+    // largest |y| stored there (rounding is monotonic)
+    const float got = fp.quant.amax[r];
+    if (!y8)
+      FUZZ_CHECK(same_float(fuzzref::round_to(y_type, got),
+                            bits_to_float(amax_bits(yl.data() + r * cols, cols))));
+    if (twin && !is_16bit(y_type)) FUZZ_CHECK(same_float(got, tw.amax[std::size_t(r)]));
   }
   auto check_aux = [&](const buffer& b, const fuzzref::expectation& e, const char* name) {
     if (!b.data) return;

@@ -82,6 +82,15 @@
 //             a relative rho = max e * rstd, so y moves by |g| rstd e_i + |y| rho and rstd by
 //             rstd rho (first order; twice that is used, and a unit with rho > 1/16 is not
 //             value-checked).
+// bf16 and f16 (docs/numerics.md): every 16-bit value is a float, so a 16-bit x enters
+// compute() exactly (from_16bit, from the formats' definitions: 1 sign bit, 8 or 5 exponent
+// bits with bias 127 or 15, 7 or 10 fraction bits, subnormals, Inf, NaN). A 16-bit y is the f32
+// result rounded to nearest even once more (to_16bit): the bound is the f32 one plus half an
+// ulp of y's type at the largest |y| the f32 y may have (round_into). f16 overflows to Inf from
+// 65520 on: where the f32 y may lie between 65504 and 65536 nothing is checked; where it is
+// surely beyond, Inf of its sign is required. The statistics outputs are f32 whatever the
+// types: their bounds do not change.
+//
 // The 8-bit outputs are checked against the quantizer of the float y (quant_code below and
 // tests/quant_reference.hpp, written from the formats' definitions): the harness runs the same plan
 // into an f32 y, checks that y against this reference, and requires the codes, scales and zero
@@ -106,7 +115,7 @@ inline double depth(double n) {
 enum class family { centered, mvn, rms, l1, l2, folded };
 
 /// What one output value must satisfy.
-enum class want : std::uint8_t { skip, close, nan, pos_inf };
+enum class want : std::uint8_t { skip, close, nan, pos_inf, neg_inf };
 
 struct expectation {
   std::vector<double> value, tol;
@@ -122,6 +131,7 @@ struct expectation {
       case want::skip: return true;
       case want::nan: return std::isnan(got);
       case want::pos_inf: return got == INFINITY;
+      case want::neg_inf: return got == -INFINITY;
       case want::close: return std::fabs(got - value[i]) <= tol[i];
     }
     return false;
@@ -407,6 +417,97 @@ inline result compute(const model& m, const std::vector<float>& x) {
   return r;
 }
 
+// ---- bf16 and f16, from the formats' definitions ---------------------------------------------
+
+/// simdnorm_dtype values of the float types.
+inline constexpr int kF32 = 0, kBF16 = 1, kF16 = 2;
+
+/// A binary float format: precision p (with the hidden bit), the smallest normal exponent, the
+/// largest exponent and the bias of the stored exponent.
+struct float_format {
+  int p, emin, emax, bias;
+};
+inline float_format format_of(int t) {
+  if (t == kBF16) return {8, -126, 127, 127};
+  if (t == kF16) return {11, -14, 15, 15};
+  return {24, -126, 127, 127};
+}
+
+/// The largest finite value of type t: (2 - 2^(1 - p)) 2^emax.
+inline double max_finite(int t) {
+  const float_format f = format_of(t);
+  return std::ldexp(2.0 - std::ldexp(1.0, 1 - f.p), f.emax);
+}
+
+/// The value of the 16-bit pattern b of type t (kBF16, kF16): sign, exponent field, fraction;
+/// exponent field 0 is the subnormals (2^emin scaled by the fraction), all ones Inf or NaN.
+inline double from_16bit(int t, std::uint16_t b) {
+  const float_format f = format_of(t);
+  const int frac_bits = f.p - 1, exp_bits = 15 - frac_bits;
+  const int e = (b >> frac_bits) & ((1 << exp_bits) - 1);
+  const int frac = b & ((1 << frac_bits) - 1);
+  const double sign = (b & 0x8000) ? -1.0 : 1.0;
+  if (e == (1 << exp_bits) - 1) return frac != 0 ? NAN : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(double(frac), f.emin - frac_bits);
+  return sign * std::ldexp(double(frac + (1 << frac_bits)), e - f.bias - frac_bits);
+}
+
+/// v rounded to nearest, ties to even, into type t (kBF16, kF16): its bit pattern. Values that
+/// round to 2^(emax + 1) or beyond are +-Inf; NaN becomes a quiet NaN.
+inline std::uint16_t to_16bit(int t, double v) {
+  const float_format f = format_of(t);
+  const int frac_bits = f.p - 1;
+  const auto sign = std::uint16_t(std::signbit(v) ? 0x8000 : 0);
+  const auto inf = std::uint16_t(((1 << (15 - frac_bits)) - 1) << frac_bits);
+  if (std::isnan(v)) return std::uint16_t(sign | inf | (1 << (frac_bits - 1)));
+  const double a = std::fabs(v);
+  if (a == 0.0) return sign;
+  if (std::isinf(a)) return std::uint16_t(sign | inf);
+  int e;
+  std::frexp(a, &e);                                                      // a in [2^(e - 1), 2^e)
+  const double q = std::ldexp(1.0, std::max(e - 1, f.emin) - frac_bits);  // the spacing at a
+  const double r = std::nearbyint(a / q) * q;  // a / q is exact; the default mode: ties to even
+  if (r >= std::ldexp(1.0, f.emax + 1)) return std::uint16_t(sign | inf);
+  if (r < std::ldexp(1.0, f.emin))  // subnormal: exponent field 0
+    return std::uint16_t(sign | std::uint16_t(r / std::ldexp(1.0, f.emin - frac_bits)));
+  std::frexp(r, &e);
+  const double frac = r / std::ldexp(1.0, e - 1 - frac_bits) - std::ldexp(1.0, frac_bits);
+  return std::uint16_t(sign | ((e - 1 + f.bias) << frac_bits) | int(frac));
+}
+
+/// v as stored in type t (kF32, kBF16, kF16), as a float (every such value is one).
+inline float round_to(int t, double v) {
+  return t == kF32 ? float(v) : float(from_16bit(t, to_16bit(t, v)));
+}
+
+/// Half an ulp of type t at magnitude a >= 0: the most that rounding a value of magnitude at
+/// most a into t moves it (below the overflow threshold); half the smallest subnormal at 0.
+inline double half_ulp(int t, double a) {
+  const float_format f = format_of(t);
+  int e = f.emin + 1;
+  if (a > 0) std::frexp(a, &e);
+  return std::ldexp(1.0, std::max(e - 1, f.emin) - (f.p - 1) - 1);
+}
+
+/// The f32 op's expectations of y, rounded once more into y's type t (a 16-bit y): half an ulp
+/// of t at the largest magnitude the f32 y may have. Near the overflow threshold (f16: results
+/// from 65520 on become +-Inf) a y whose f32 value may lie within [max, 2^(emax + 1)] is not
+/// value-checked; one surely beyond must be Inf of its sign.
+inline void round_into(expectation& y, int t) {
+  if (t == kF32) return;
+  const double top = max_finite(t), beyond = std::ldexp(1.0, format_of(t).emax + 1);
+  for (std::size_t i = 0; i < y.kind.size(); ++i) {
+    if (y.kind[i] != want::close) continue;
+    const double a = std::fabs(y.value[i]), tol = y.tol[i];
+    if (a + tol < top)
+      y.tol[i] = tol + half_ulp(t, a + tol);
+    else if (a - tol >= beyond)
+      y.kind[i] = y.value[i] > 0 ? want::pos_inf : want::neg_inf;
+    else
+      y.kind[i] = want::skip;
+  }
+}
+
 // ---- Fused operands of the row ops (see the top) ------------------------------------------------
 
 /// Absolute error of f32 silu(z) where exp(-z) overflows (z < -88.7: -0 instead of |silu| below
@@ -436,15 +537,21 @@ inline void gate_after_norm(result& r, const std::vector<float>& gate) {
 }
 
 /// The gate before the norm: the values the norm sees, h = x silu(gate) rounded to float, and
-/// each one's absolute error bound (see the top).
+/// each one's absolute error bound (see the top). h is stored in y (of type y_type, kF32 or a
+/// 16-bit type) before the norm reads it back: a 16-bit y adds its rounding, twice half an ulp
+/// (the library's f32 h may lie in the next binade), and where h may reach the type's
+/// overflow threshold h is taken as Inf, which leaves the unit unchecked.
 inline void gate_before_norm(const std::vector<float>& x, const std::vector<float>& gate,
-                             std::vector<float>* h, std::vector<double>* err) {
+                             int y_type, std::vector<float>* h, std::vector<double>* err) {
   h->resize(x.size());
   err->resize(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double v = double(x[i]) * silu(gate[i]);
     (*h)[i] = float(v);
     (*err)[i] = 10 * kU * std::fabs(v) + kSiluSlack * std::fabs(double(x[i])) + 0x1p-148;
+    if (y_type == kF32) continue;
+    (*err)[i] += 2 * half_ulp(y_type, std::fabs(v));
+    if (std::fabs(v) >= 0.99 * max_finite(y_type)) (*h)[i] = float(std::copysign(INFINITY, v));
   }
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of the C API fuzzer (tests/fuzz/corpus/seed_*): valid and invalid
 calls of every op in the input format that fuzz_c_api.cpp decodes (a 64-byte header of fixed
-fields, then data bytes), and of the row ops' fused operands (residual add, gate, adaLN
-modulation, weight offset, 8-bit y; decode_fused). Seeds give the fuzzer accepted plans of each
-op and layout to mutate from; the fuzzer's own finds are merged in with -merge=1.
+fields, then data bytes), with f32, bf16 and f16 x and y (decode_types), and of the row ops'
+fused operands (residual add, gate, adaLN modulation, weight offset, 8-bit y;
+decode_fused). Seeds give the fuzzer accepted plans of each op and layout to mutate from;
+the fuzzer's own finds are merged in with -merge=1.
 
   tests/fuzz/make_corpus.py [OUT_DIR]        default: tests/fuzz/corpus
 """
@@ -28,6 +29,11 @@ def corrupt(k):
     return k << 2
 
 
+# x's and y's types (decode_types: bits 3-7 of header byte 61 index its table of pairs)
+TYPES = {("f32", "f32"): 0, ("bf16", "bf16"): 1, ("f16", "f16"): 2, ("bf16", "f32"): 4,
+         ("f16", "f32"): 5, ("f32", "bf16"): 6, ("f32", "f16"): 7, ("bf16", "f16"): 8,
+         ("f16", "bf16"): 9}
+
 # the larger sizes a shape byte 232 + i selects
 LARGE = [16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 255, 1023, 2047, 2049, 4097]
 
@@ -35,7 +41,7 @@ LARGE = [16, 17, 31, 32, 33, 63, 64, 65, 127, 129, 255, 1023, 2047, 2049, 4097]
 def seed(op, shape, x_layout=DENSE, y_layout=None, alias=0, isa=0, path=0, chunk=0, misuse=0,
          eps=0, stores=0, pa=0, pb=0, pc=0, pd=0, axes=(), args=0, counter=0, data_mode=2,
          scale=0, offset=0, aux=0, specials=0, lay_args=(), data=b"", stage=FULL, records=0,
-         fuse=None):
+         fuse=None, types=("f32", "f32")):
     h = bytearray(64)
     h[0] = OPS.index(op)
     h[1] = len(shape) - 1  # ranks 1..5
@@ -50,7 +56,7 @@ def seed(op, shape, x_layout=DENSE, y_layout=None, alias=0, isa=0, path=0, chunk
         h[20] = 128 + y_layout
     fields = {30: alias, 32: isa, 33: path, 34: chunk, 35: misuse, 36: eps, 41: stores,
               42: pa, 43: pb, 44: pc, 45: pd, 54: args, 55: counter, 57: data_mode, 58: scale,
-              59: offset, 60: aux, 61: specials, 62: records, 63: stage}
+              59: offset, 60: aux, 61: specials | TYPES[types] << 3, 62: records, 63: stage}
     for at, value in fields.items():
         h[at] = value
     for i, a in enumerate(axes):
@@ -196,6 +202,7 @@ def main():
     seeds["merge_moments"] = seed("rms_norm", [2, 8], records=MERGE)
     seeds["merge_moments_2"] = seed("layer_norm", [3, 4], records=MERGE, data=b"merge")
     fused_seeds(seeds)
+    dtype_seeds(seeds, rnd)
     for name, data in seeds.items():
         with open(os.path.join(out, "seed_" + name), "wb") as f:
             f.write(data)
@@ -315,6 +322,70 @@ def fused_seeds(seeds):
     rms("cross_op_run", path=2, fuse=fused(GATE, outputs=CROSS_OP))
     seeds["lp_cross_op"] = seed("lp_norm", [5, 7], pb=1, path=1, fuse=fused(outputs=CROSS_OP))
     ln("fused_nothing", fuse=fused())
+
+
+
+def dtype_seeds(seeds, rnd):
+    """bf16 and f16 x and y on every op: raw 16-bit data, type pairs, in place, the fusions."""
+    BF, H, F = "bf16", "f16", "f32"
+
+    def raw(n):
+        return bytes(rnd.randrange(256) for _ in range(n))
+
+    seeds["ln_bf16_raw"] = seed("layer_norm", [4, 33], args=0x0F, data_mode=0, data=raw(264),
+                                types=(BF, BF))
+    seeds["ln_f16_to_f32"] = seed("layer_norm", [3, 5, 7], x_layout=PADDED, lay_args=(0, 2, 0),
+                                  pa=1, args=0x03, types=(H, F), path=2)
+    seeds["ln_f32_to_bf16_long"] = seed("layer_norm", [3, 2049], args=0x0C, data_mode=1,
+                                        offset=7, types=(F, BF))
+    seeds["rms_f16_in_place"] = seed("rms_norm", [6, 16], alias=1, args=0x09, types=(H, H),
+                                     isa=1, path=1, chunk=0x23)
+    seeds["rms_f16_raw"] = seed("rms_norm", [2, 64], data_mode=0, data=raw(256), types=(H, H))
+    seeds["rms_bf16_to_f16"] = seed("rms_norm", [5, 9], args=0x09, types=(BF, H), isa=3)
+    seeds["lp2_f16"] = seed("lp_norm", [7, 5], pb=1, args=0x08, types=(H, H))
+    seeds["lp1_bf16_to_f32"] = seed("lp_norm", [6, 9], pb=0, types=(BF, F), path=3)
+    seeds["bn_infer_bf16"] = seed("batch_norm", [2, 3, 4, 5], pb=0, axes=(0x18,), types=(BF, BF))
+    seeds["bn_infer_f16_overflow"] = seed("batch_norm", [2, 3, 4, 5], pb=0, axes=(0x18,), aux=0,
+                                          data_mode=1, scale=12, types=(F, H))
+    seeds["bn_train_nhwc_f16"] = seed("batch_norm", [3, 4, 4], pa=1, pb=1, args=0x1C,
+                                      types=(H, H), path=2)
+    seeds["bn_train_moments_bf16"] = seed("batch_norm", [4, 3, 2, 2], pb=1, args=0x5F, counter=1,
+                                          stage=MOMENTS, types=(BF, F))
+    seeds["gn_bf16_to_f16"] = seed("group_norm", [2, 6, 3, 3], pc=2, args=0x0F, types=(BF, H))
+    seeds["gn_cl_f16_apply"] = seed("group_norm", [3, 6, 2, 5], x_layout=CHANNELS_LAST, pc=1,
+                                    args=0x03, stage=APPLY, types=(H, F))
+    seeds["in_f16_to_bf16"] = seed("instance_norm", [2, 3, 4, 4], args=0x0F, types=(H, BF))
+    seeds["mvn_bf16"] = seed("mean_variance_norm", [2, 3, 4, 5], pa=2,
+                             axes=tuple(axis_code(a, 4) for a in (0, 2, 3)), types=(BF, BF))
+    seeds["ln_f16_overflow"] = seed("layer_norm", [4, 33], args=0x0F, aux=2, data_mode=2,
+                                    types=(F, H))
+    # x and y in one buffer: in place needs equal types; overlaps and adjacency by bytes
+    seeds["ln_in_place_bf16_f16"] = seed("layer_norm", [3, 8], alias=1, types=(BF, H))
+    seeds["ln_overlap_bf16_f32"] = seed("layer_norm", [3, 8], alias=3, types=(BF, F))
+    seeds["ln_adjacent_f16_f32"] = seed("layer_norm", [3, 7], alias=4, types=(H, F))
+    # the fused operands take x's type
+    def ln(name, shape=(4, 33), args=0x03, **kw):
+        seeds["ln_" + name] = seed("layer_norm", list(shape), args=args, **kw)
+
+    def rms(name, shape=(6, 16), args=0x01, **kw):
+        seeds["rms_" + name] = seed("rms_norm", list(shape), args=args, **kw)
+
+    ln("res_bias_bf16", fuse=fused(RESIDUAL | BIAS), args=0x0F, types=(BF, BF))
+    rms("res_in_place_f16", alias=1, fuse=fused(RESIDUAL, R_OVER_RESIDUAL), types=(H, H))
+    rms("res_f16_to_f32_amax", fuse=fused(RESIDUAL | ROW_AMAX, R_OVER_X), types=(H, F))
+    ln("res_is_y_bf16", fuse=fused(RESIDUAL, R_IS_Y), types=(BF, BF))
+    rms("gate_f16", fuse=fused(GATE, values=2), types=(H, H))
+    rms("gate_is_y_bf16", fuse=fused(GATE, gate=G_IS_Y), types=(BF, BF))
+    rms("gate_before_bf16_to_f16", fuse=fused(GATE, gate=G_BEFORE), args=0x09, types=(BF, H))
+    rms("amax_bf16", fuse=fused(ROW_AMAX), types=(F, BF))
+    rms("i8_from_bf16", shape=(4, 64), fuse=fused(QUANT), types=(BF, BF))
+    ln("u8_asymmetric_from_f16", shape=(5, 33), fuse=fused(QUANT, quant=Y_U8 | ASYMMETRIC),
+       types=(H, F))
+    ln("adaln_f16", shape=(2, 3, 16), args=0x0F, fuse=fused(
+        MODULATION | OFFSET, tokens=T_DIVISOR, divisor=2, stride=S_CHUNKED), types=(H, H))
+    seeds["lp_res_bf16"] = seed("lp_norm", [5, 7], pb=1, fuse=fused(RESIDUAL | BIAS),
+                                types=(BF, F))
+
 
 
 if __name__ == "__main__":
