@@ -20,7 +20,10 @@
 // LayerNorm, RMSNorm and Lp calls go through the op's own args struct (simdnorm_<op>_ex,
 // simdnorm_plan_execute_<op>, simdnorm_plan_run_<op>) and carry the residual add (residual,
 // residual_out, residual_bias; residual_out apart, over the residual, over x, over y, partly
-// over x or the residual, one of the pair missing, the residual being x or y), RMSNorm's gate
+// over x or the residual, one of the pair missing, the residual being x or y), the post-norm
+// residual of LayerNorm and RMSNorm (residual_after_norm: the residual apart, being y, being x
+// while y is x or not, partly over x or y, missing; with a residual_out, bias, gate, adaLN
+// modulation, an 8-bit y, row_amax or a moments plan, all refused), RMSNorm's gate
 // (after the norm: apart, as y, over h, partly over y, as x; gate_before_norm: apart, as y,
 // missing), adaLN modulation (modulation_tokens dividing the rows or not, negative, huge, 0
 // with operands; strides 0, the row length, padded, DiT's 6 D, too short, negative, one whose
@@ -52,8 +55,9 @@
 //      16-bit x enters the reference exactly; a 16-bit y is held to the f32 bound plus half an
 //      ulp of its type (round_into; f16 overflow: Inf required where the f32 y is surely past
 //      65536, no check near 65504..65536); the statistics outputs stay f32 and their checks as
-//      for f32 tensors. The moments stage's records have the exact count and the op's
-//      kind, and their mean and m2
+//      for f32 tensors. The post-norm residual: y = the norm's reference + residual, within the
+//      norm's bound plus the f32 rounding of the sum (and y's own rounding). The
+//      moments stage's records have the exact count and the op's kind, and their mean and m2
 //      match the float64 statistics; the apply stage, given those statistics exactly, meets
 //      the bounds of the one-call outputs. Fused calls: residual_out holds fl(fl(x + residual)
 //      + bias) bit for bit (rounded once into x's type), and the reference normalizes it; the
@@ -69,8 +73,8 @@
 //   4. Nothing outside y's elements is written: buffers are allocated with the exact size the
 //      descriptors address in their types' bytes (AddressSanitizer catches any access past
 //      them) and every byte that is not part of y or residual_out (padding, x when not in
-//      place) is compared with a snapshot. The moments stage writes its records (and
-//      residual_out) and nothing else.
+//      place, the residual after the norm unless it is y) is compared with a snapshot. The
+//      moments stage writes its records (and residual_out) and nothing else.
 //   5. simdnorm_merge_moments refuses bad records and writes nothing then; on good ones the
 //      counts add exactly and the fold matches a two-pass reference in long double.
 #include <stdlib.h>
@@ -951,6 +955,11 @@ constexpr std::int32_t kDynamic = 0, kPerTensor = 1, kAsymmetric = 2;  // simdno
 /// Where residual_out (h) goes: apart, over the residual, over x (both allowed), over y, partly
 /// over x or the residual (refused), one of the pair missing (refused), and the residual being
 /// x or y itself (allowed by the library, not documented either way).
+/// With residual_after_norm the same nibble places the residual, y = norm(x) + residual, which
+/// takes no residual_out: apart (kResApart, kResNoOut), y itself (kResOverY: allowed with x's
+/// layout and type, kResIsY: where y has them, else apart), x itself (kResIsX; not documented
+/// either way), partly over x, partly over y (kResPartlyOverResidual), missing (kResNoIn), or
+/// with a residual_out, over the residual or over x (all refused).
 enum residual_mode {
   kResApart,
   kResOverResidual,
@@ -983,9 +992,11 @@ enum gate_mode {
 /// 45's high nibble), adaLN modulation (bytes 46-47), the weight offset (byte 48), an 8-bit y
 /// or x, or a y type that is not one, and the quantization parameters (bytes 49-51) and
 /// row_amax. Byte 52 gives the quantized outputs right or one of them wrong, and sometimes
-/// another row op's args struct; byte 53 picks the fused operands' values. The Lp norm takes
-/// the residual and the y type only. The float types of x and y (and so of the residual,
-/// residual_out and gate) are the call's (decode_types).
+/// another row op's args struct; byte 53 picks the fused operands' values (bits 0-1) and
+/// makes the residual a post-norm one (bit 7, LayerNorm and RMSNorm: residual_after_norm; byte
+/// 45's low nibble places it too, residual_mode). The Lp norm takes the residual and the y type
+/// only. The float types of x and y (and so of the residual, residual_out and gate) are the
+/// call's (decode_types).
 struct fused_case {
   bool on = false;
   bool quant_outputs = false;  ///< the args struct has quantized outputs (not the Lp norm's)
@@ -1003,11 +1014,12 @@ struct fused_case {
   float scale = 1.f, weight_offset = 0.f;
   std::int64_t tokens = 0;
   bool row_amax = false, gate_before = false;
+  bool post_norm = false;  ///< residual_after_norm: y = norm(x) + residual
 
   /// NULL params: the defaults, the tensor types kept.
   void default_params() {
     scaling = kDynamic, block = 0, zero_point = 0, scale = 1.f, weight_offset = 0.f;
-    tokens = 0, row_amax = false, gate_before = false;
+    tokens = 0, row_amax = false, gate_before = false, post_norm = false;
   }
 };
 
@@ -1104,6 +1116,7 @@ fused_case decode_fused(const std::uint8_t* h, int op, std::int64_t rows, std::i
   f.outputs_mode = h[52] & 7;
   f.cross_op = (h[52] >> 3) % 8 == 7;
   f.value_mode = h[53] % 4;
+  f.post_norm = ln_rms && (h[53] & 0x80);
   return f;
 }
 
@@ -1121,10 +1134,12 @@ void apply_fused(const fused_case& f, fuzz_case* c) {
   if (c->op == kLayerNorm) {
     c->ln.weight_offset = f.weight_offset;
     c->ln.modulation_tokens = f.tokens;
+    c->ln.residual_after_norm = f.post_norm;
   } else {
     c->rms.weight_offset = f.weight_offset;
     c->rms.modulation_tokens = f.tokens;
     c->rms.gate_before_norm = f.gate_before;
+    c->rms.residual_after_norm = f.post_norm;
   }
 }
 
@@ -1153,6 +1168,9 @@ bool fused_plan_refused(const fused_case& f, int op, std::int32_t stage, std::in
   if (!std::isfinite(f.weight_offset)) return true;
   if (f.tokens < 0 || (f.tokens > 0 && rows % f.tokens != 0)) return true;
   if (f.tokens > 0 && stage == kMoments) return true;  // no y to modulate
+  // the residual is added as y is stored: a float y, without the amax, adaLN or the gate before
+  if (f.post_norm && (stage == kMoments || y8 || f.row_amax || f.tokens != 0 || f.gate_before))
+    return true;
   return f.gate_before && (stage != kFull || y8 || f.tokens != 0);
 }
 
@@ -1267,7 +1285,29 @@ fused_ptrs place_fused(const fused_case& f, const call_geometry& g, rng& r, aren
   auto partly = [&](std::int64_t n) {  // an offset inside a span of n >= 2, in bytes
     return xe * std::size_t(1 + r.next() % std::uint64_t(n - 1));
   };
-  if (f.residual) {
+  if (f.residual && f.post_norm) {
+    unsigned char *in = nullptr, *h = nullptr;
+    switch (f.residual_mode) {
+      case kResApart:
+      case kResNoOut: in = own(m.resid, span, 20, 2); break;
+      case kResOverResidual: in = h = own(m.resid, span, 20, 2); break;
+      case kResOverX: in = own(m.resid, span, 20, 2), h = x; break;
+      case kResOverY: in = g.y_apart_same_layout ? fill(y, 2) : y; break;
+      case kResPartlyOverX:
+        in = g.x_span > 1 ? x + partly(g.x_span) : own(m.resid, span, 20, 2);
+        break;
+      case kResPartlyOverResidual:  // partly over y
+        in = y_elems > 1 ? y + partly(y_elems) : own(m.resid, span, 20, 2);
+        break;
+      case kResNoIn: break;
+      case kResIsX: in = x; break;
+      default:  // kResIsY
+        in = g.y_apart_same_layout ? fill(y, 2) : own(m.resid, span, 20, 2);
+        break;
+    }
+    p.residual.in = in;
+    p.residual.out = h;
+  } else if (f.residual) {
     unsigned char *in = nullptr, *h = nullptr;
     switch (f.residual_mode) {
       case kResApart: in = own(m.resid, span, 20, 2), h = out(); break;
@@ -1374,14 +1414,23 @@ struct call_info {
 /// library's refusal of a residual_out whose rows would overlap (tests/test_residual.cpp):
 /// refused, or either where the documentation leaves the outcome open (the residual being x or
 /// y, the gate being x; the gate and a missing gamma for the weight offset given to a moments
-/// plan, which reads x only).
+/// plan, which reads x only). The post-norm residual (plan.hpp's
+/// residual_after_norm): required; no residual_out, bias or gate; it may be y with x's layout
+/// and type, and x (not documented either way); partial overlaps refused.
 expect fused_args_expect(const fused_case& f, const fused_ptrs& p, const simdnorm_norm_args& a,
                          const call_info& g) {
   bool reject = false, open = false;
   const simdnorm_residual_operands& r = p.residual;
   const std::size_t xb = g.x_bytes, yb = g.y_bytes;
   const bool moments = g.stage == kMoments;
-  reject |= (r.in == nullptr) != (r.out == nullptr);
+  if (f.post_norm) {  // the plan refuses a moments stage
+    reject |= r.in == nullptr || r.out != nullptr || r.bias != nullptr || p.gate != nullptr;
+    const lap rx = overlap(r.in, xb, a.x, xb), ry = overlap(r.in, xb, a.y, yb);
+    reject |= rx == lap::partly || ry == lap::partly || (ry == lap::same && !g.same_layout);
+    open |= rx == lap::same;
+  } else {
+    reject |= (r.in == nullptr) != (r.out == nullptr);
+  }
   reject |= r.bias != nullptr && r.in == nullptr;
   // h's rows must not overlap (as y's): refused where x's do; the library's test of that is
   // sufficient only (as for y's rows), so layouts other than padded rows may be refused too
@@ -1398,11 +1447,11 @@ expect fused_args_expect(const fused_case& f, const fused_ptrs& p, const simdnor
     open |= p.gate != nullptr;
   } else {  // y is written: never over h; the gate only as y, with y's layout and type
     reject |= overlap(r.out, xb, a.y, yb) != lap::apart;
-    open |= overlap(r.in, xb, a.y, yb) != lap::apart;
+    if (!f.post_norm) open |= overlap(r.in, xb, a.y, yb) != lap::apart;
     const lap gy = overlap(p.gate, xb, a.y, yb);
     reject |= gy == lap::partly || (gy == lap::same && !g.same_layout);
   }
-  reject |= g.stage == kApply && (r.in || r.out);
+  reject |= g.stage == kApply && !f.post_norm && (r.in || r.out);
   reject |= f.gate_before && (p.gate == nullptr || r.in || r.out);
   // the quantized outputs: required where the plan writes them, refused elsewhere
   const bool mismatch =
@@ -1502,6 +1551,7 @@ twin_result run_twin(const fuzz_case& c, bool row_amax, const simdnorm_norm_args
   FUZZ_CHECK(simdnorm_tensor_contiguous(&tc.yd, c.xd.ndim, c.xd.shape) == SIMDNORM_OK);
   set_enum(&tc.yd.type, kF32);
   tc.null_params = false;  // set_defaults() left the defaults there
+  tc.ln.residual_after_norm = tc.rms.residual_after_norm = 0;  // refused with an h or 8-bit y
   simdnorm_quant_params q;
   std::memset(&q, 0, sizeof q);
   q.scale = 1.f;
@@ -1983,11 +2033,11 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (f.on) {
     const std::size_t n = std::strlen(g_case);
     std::snprintf(g_case + n, sizeof g_case - n,
-                  " fused=%02x residual=%d gate=%d tokens=%lld stride=%lld "
+                  " fused=%02x residual=%d post_norm=%d gate=%d tokens=%lld stride=%lld "
                   "mod_place=%d offset=%g scaling=%d block=%d scale=%g zp=%d outputs=%d cross=%d",
-                  h[44], f.residual_mode, f.gate_mode, (long long)f.tokens, (long long)f.stride,
-                  f.mod_place, double(f.weight_offset), f.scaling, f.block, double(f.scale),
-                  f.zero_point, f.outputs_mode, int(f.cross_op));
+                  h[44], f.residual_mode, int(f.post_norm), f.gate_mode, (long long)f.tokens,
+                  (long long)f.stride, f.mod_place, double(f.weight_offset), f.scaling, f.block,
+                  double(f.scale), f.zero_point, f.outputs_mode, int(f.cross_op));
   }
 
   // ---- data generation --------------------------------------------------------------------------
@@ -2547,6 +2597,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   fuzzref::result ref = fuzzref::compute(md, vals);
   if (!gl.empty() && !f.gate_before) fuzzref::gate_after_norm(ref, gl);
   if (!val_err.empty()) fuzzref::widen_for_value_error(ref, md, val_err);
+  if (f.post_norm) fuzzref::add_after_norm(ref, rl);
   // a 16-bit y is the f32 result rounded once more (an 8-bit y is checked through run_twin)
   if (is_16bit(y_type)) fuzzref::round_into(ref.y, y_type);
   auto print_unit = [&](std::int64_t unit) {

@@ -82,6 +82,10 @@
 //             a relative rho = max e * rstd, so y moves by |g| rstd e_i + |y| rho and rstd by
 //             rstd rho (first order; twice that is used, and a unit with rho > 1/16 is not
 //             value-checked).
+// The post-norm residual (residual_after_norm), y = norm(x) [* g + b] + r: the norm's bound
+// above plus the f32 rounding of the sum, half an f32 ulp of |y| (add_after_norm); a
+// non-finite r leaves its element unchecked.
+//
 // bf16 and f16 (docs/numerics.md): every 16-bit value is a float, so a 16-bit x enters
 // compute() exactly (from_16bit, from the formats' definitions: 1 sign bit, 8 or 5 exponent
 // bits with bias 127 or 15, 7 or 10 fraction bits, subnormals, Inf, NaN). A 16-bit y is the f32
@@ -552,6 +556,27 @@ inline void gate_before_norm(const std::vector<float>& x, const std::vector<floa
     if (y_type == kF32) continue;
     (*err)[i] += 2 * half_ulp(y_type, std::fabs(v));
     if (std::fabs(v) >= 0.99 * max_finite(y_type)) (*h)[i] = float(std::copysign(INFINITY, v));
+  }
+}
+
+/// The post-norm residual, y = norm + r (r in logical order, as stored: exact): the sum in
+/// f32 costs half an f32 ulp of |y| (a 16-bit y's own rounding comes after, round_into). A
+/// non-finite r leaves its element unchecked (confinement), as does a sum beyond 2^120.
+inline void add_after_norm(result& r, const std::vector<float>& res) {
+  for (std::size_t i = 0; i < res.size(); ++i) {
+    if (r.y.kind[i] != want::close) continue;  // a NaN norm stays NaN whatever r is
+    const double rv = res[i];
+    if (!std::isfinite(rv)) {
+      r.y.kind[i] = want::skip;
+      continue;
+    }
+    const double y = r.y.value[i] + rv;
+    if (std::fabs(y) > 0x1p120) {
+      r.y.kind[i] = want::skip;
+      continue;
+    }
+    r.y.value[i] = y;
+    r.y.tol[i] += half_ulp(kF32, std::fabs(y) + r.y.tol[i]);
   }
 }
 

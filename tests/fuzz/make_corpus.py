@@ -2,8 +2,8 @@
 """Writes the seed corpus of the C API fuzzer (tests/fuzz/corpus/seed_*): valid and invalid
 calls of every op in the input format that fuzz_c_api.cpp decodes (a 64-byte header of fixed
 fields, then data bytes), with f32, bf16 and f16 x and y (decode_types), and of the row ops'
-fused operands (residual add, gate, adaLN modulation, weight offset, 8-bit y;
-decode_fused). Seeds give the fuzzer accepted plans of each op and layout to mutate from;
+fused operands (residual add, post-norm residual, gate, adaLN modulation, weight offset, 8-bit
+y; decode_fused). Seeds give the fuzzer accepted plans of each op and layout to mutate from;
 the fuzzer's own finds are merged in with -merge=1.
 
   tests/fuzz/make_corpus.py [OUT_DIR]        default: tests/fuzz/corpus
@@ -88,12 +88,20 @@ BLOCK = {0: 0, 32: 3, 64: 4, 128: 5, 256: 6, "cols": 7, 16: 8, 48: 9}
 SCALE_WRONG, ZERO_POINT_WRONG, AMAX_WRONG, CROSS_OP = 4, 5, 6, 7 << 3
 
 
+# byte 53 bit 7: the residual is added after the norm (residual_after_norm); byte 45's low
+# nibble then places it: R_APART (or R_NO_OUT) apart, R_OVER_Y y itself, R_IS_X x itself,
+# R_PARTLY_X partly over x, R_PARTLY_RESIDUAL partly over y, R_NO_IN none, R_OVER_RESIDUAL and
+# R_OVER_X with a residual_out
+POST_NORM = 0x80
+
+
 def fused(flags=0, residual=R_APART, gate=G_APART, tokens=T_ALL, stride=S_ZERO, place=0,
-          divisor=0, offset=0, quant=Y_I8 | DYNAMIC, block=0, static=0, outputs=0, values=0):
+          divisor=0, offset=0, quant=Y_I8 | DYNAMIC, block=0, static=0, outputs=0, values=0,
+          post_norm=False):
     """Header bytes 44-53 of a fused row-op call."""
     return {44: FUSED | flags, 45: residual | gate << 4, 46: tokens | stride << 3 | place << 6,
             47: divisor, 48: offset, 49: quant, 50: BLOCK[block], 51: static, 52: outputs,
-            53: values}
+            53: values | (POST_NORM if post_norm else 0)}
 
 
 def axis_code(a, nd):
@@ -203,6 +211,7 @@ def main():
     seeds["merge_moments_2"] = seed("layer_norm", [3, 4], records=MERGE, data=b"merge")
     fused_seeds(seeds)
     dtype_seeds(seeds, rnd)
+    post_norm_seeds(seeds)
     for name, data in seeds.items():
         with open(os.path.join(out, "seed_" + name), "wb") as f:
             f.write(data)
@@ -386,6 +395,45 @@ def dtype_seeds(seeds, rnd):
     seeds["lp_res_bf16"] = seed("lp_norm", [5, 7], pb=1, fuse=fused(RESIDUAL | BIAS),
                                 types=(BF, F))
 
+
+def post_norm_seeds(seeds):
+    """The post-norm residual, y = norm(x) + residual: placements, types and what is refused."""
+    BF, H, F = "bf16", "f16", "f32"
+
+    def ln(name, shape=(4, 33), args=0x0F, **kw):
+        seeds["ln_post_norm_" + name] = seed("layer_norm", list(shape), args=args, **kw)
+
+    def rms(name, shape=(6, 16), args=0x01, **kw):
+        seeds["rms_post_norm_" + name] = seed("rms_norm", list(shape), args=args, **kw)
+
+    ln("apart", fuse=fused(RESIDUAL, post_norm=True))
+    rms("y_is_residual", fuse=fused(RESIDUAL, R_OVER_Y, post_norm=True), path=2)
+    rms("y_is_x", alias=1, fuse=fused(RESIDUAL, post_norm=True), path=1, chunk=0x31)
+    ln("residual_is_x", fuse=fused(RESIDUAL, R_IS_X, post_norm=True))
+    ln("bf16_in_place", fuse=fused(RESIDUAL, R_OVER_Y, post_norm=True), types=(BF, BF))
+    rms("f16_to_f32", fuse=fused(RESIDUAL | OFFSET, post_norm=True), types=(H, F), args=0x09)
+    ln("f32_to_f16_values", fuse=fused(RESIDUAL, post_norm=True, values=1), types=(F, H))
+    ln("padded", shape=(3, 5, 7), x_layout=PADDED, lay_args=(0, 2, 0), pa=1,
+       fuse=fused(RESIDUAL, R_OVER_Y, post_norm=True))
+    ln("long_rows", shape=(2, 2049), fuse=fused(RESIDUAL, post_norm=True), path=2)
+    rms("apply", stage=APPLY, fuse=fused(RESIDUAL, post_norm=True), args=0x09)
+    # refused: the moments stage, residual_out, bias, gate, adaLN, 8-bit y, row_amax, no
+    # residual, partial overlaps, y over the residual with another type
+    ln("moments", stage=MOMENTS, fuse=fused(RESIDUAL, post_norm=True))
+    ln("with_out", fuse=fused(RESIDUAL, R_OVER_RESIDUAL, post_norm=True))
+    rms("out_over_x", fuse=fused(RESIDUAL, R_OVER_X, post_norm=True))
+    ln("bias", fuse=fused(RESIDUAL | BIAS, post_norm=True))
+    rms("gate", fuse=fused(RESIDUAL | GATE, post_norm=True))
+    rms("gate_before", fuse=fused(RESIDUAL | GATE, gate=G_BEFORE, post_norm=True))
+    ln("adaln", shape=(6, 8), fuse=fused(RESIDUAL | MODULATION, tokens=T_ONE, stride=S_COLS,
+                                          post_norm=True))
+    rms("i8", shape=(4, 64), fuse=fused(RESIDUAL | QUANT, post_norm=True))
+    ln("amax", fuse=fused(RESIDUAL | ROW_AMAX, post_norm=True))
+    rms("no_residual", fuse=fused(0, post_norm=True))
+    ln("partly_over_x", fuse=fused(RESIDUAL, R_PARTLY_X, post_norm=True))
+    ln("partly_over_y", fuse=fused(RESIDUAL, R_PARTLY_RESIDUAL, post_norm=True))
+    ln("y_is_residual_other_type", fuse=fused(RESIDUAL, R_OVER_Y, post_norm=True),
+       types=(F, BF))
 
 
 if __name__ == "__main__":
