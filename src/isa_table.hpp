@@ -174,7 +174,7 @@ using convert_fn = void (*)(const void* x, void* y, std::size_t n);
 /// plane (o, i) holds `len` dense elements at x + o * x_outer + i * x_inner (y likewise; x and y
 /// hold elements of the kernel's x and y types) and y = (x - center[k]) * scale[k] + shift[k],
 /// k = o * p_outer + i * p_inner; center may be null (y = x * scale + shift); `relu` then
-/// applies max(0, y).
+/// applies max(relu_floor, y) (0; an 8-bit y's zero point: kernels/channel/affine-inl.hpp).
 struct plane_affine_job {
   const void* x = nullptr;
   void* y = nullptr;
@@ -185,6 +185,7 @@ struct plane_affine_job {
   const float* shift = nullptr;
   std::ptrdiff_t p_outer = 0, p_inner = 0;
   bool relu = false;
+  float relu_floor = 0.f;
   bool stream = false;  ///< non-temporal stores for y (f32 y only)
 };
 
@@ -200,6 +201,7 @@ struct row_affine_job {
   const float* scale = nullptr;
   const float* shift = nullptr;
   bool relu = false;
+  float relu_floor = 0.f;
   bool stream = false;
 };
 

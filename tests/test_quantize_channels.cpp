@@ -2,7 +2,7 @@
 // InstanceNorm; quant_params per_tensor and per_channel; y of dtype i8, u8 or f8e4m3fn): the
 // codes against the reference quantizer applied to the float64 reference y, exactly except where
 // y sits within its f32 error bound of a rounding boundary (one step either way, counted and
-// bounded); NCHW and NHWC, every ISA; the fused ReLU through the saturation; the errors, which
+// bounded); NCHW and NHWC, every ISA; the fused ReLU as max(code, zero point); the errors, which
 // write nothing.
 #include <algorithm>
 #include <cmath>
@@ -42,6 +42,7 @@ struct channel_case {
   quant_scaling scaling = quant_scaling::per_channel;
   std::size_t N = 3, C = 8, S = 50;
   bool relu = false;
+  int relu_zero_point = 0;  ///< with relu: every channel's zero point
 };
 
 struct tally {
@@ -72,7 +73,7 @@ void check_channel_quant(const channel_case& c, std::uint32_t seed, simdnorm::is
   for (std::size_t k = 0; k < C; ++k) {
     rvar[k] = 1.f + float(k % 3);
     scales[k] = c.y == dtype::f8e4m3fn ? 0.002f * float(1 + k % 4) : 0.015f * float(1 + k % 3);
-    zps[k] = c.relu             ? (c.y == dtype::i8 ? -128 : 0)
+    zps[k] = c.relu             ? c.relu_zero_point
              : c.y == dtype::i8 ? int(k % 7) - 3
              : c.y == dtype::u8 ? 120 + int(k % 5)
                                 : 0;
@@ -206,18 +207,32 @@ TEST_CASE("quantize channels: codes match the reference quantizer of the float64
   CHECK(t.near * 200 <= t.elements);
 }
 
-TEST_CASE("quantize channels: fused ReLU with the lowest zero point is the saturation") {
+TEST_CASE("quantize channels: fused ReLU is max(code, zero point) (every ISA)") {
+  // The lowest code as zero point (the saturation alone would do), i8's symmetric 0 (oneDNN's
+  // s8 output of a conv + BN + ReLU block), a mid-range u8 one, and fp8's 0; the scales per
+  // tensor or per channel (the zero point one for all).
+  const struct {
+    dtype y;
+    int zero_point;
+  } formats[] = {
+      {dtype::u8, 0}, {dtype::i8, -128}, {dtype::i8, 0}, {dtype::u8, 128}, {dtype::f8e4m3fn, 0}};
   tally t;
   test::for_each_isa([&](simdnorm::isa i) {
     std::uint32_t seed = 100;
     for (ch_op op : {ch_op::bn_inference, ch_op::bn_training})
-      for (dtype yt : {dtype::u8, dtype::i8}) {
-        channel_case c;
-        c.op = op;
-        c.y = yt;
-        c.relu = true;
-        check_channel_quant(c, seed += 8, i, t);
-      }
+      for (auto layout : {simdnorm::channel_layout::nchw, simdnorm::channel_layout::nhwc})
+        for (const auto& f : formats)
+          for (auto scaling : {quant_scaling::per_tensor, quant_scaling::per_channel}) {
+            channel_case c;
+            c.op = op;
+            c.layout = layout;
+            c.y = f.y;
+            c.scaling = scaling;
+            c.relu = true;
+            c.relu_zero_point = f.zero_point;
+            CAPTURE(f.zero_point);
+            check_channel_quant(c, seed += 8, i, t);
+          }
   });
   CHECK(t.near * 200 <= t.elements);
 }
@@ -252,20 +267,14 @@ TEST_CASE("quantize channels: errors are clear and write nothing") {
          q.zero_point = 200;
        },
        simdnorm::status_code::invalid_argument, "must be in [-128, 127]"},
-      {"relu with fp8", 0, dtype::f8e4m3fn,
-       [](simdnorm::quant_params& q, bool& relu) {
-         q.scaling = quant_scaling::per_tensor;
-         relu = true;
-       },
-       simdnorm::status_code::invalid_argument, "fuse_relu with y f8e4m3fn"},
-      {"relu with a zero point above the lowest code", 0, dtype::u8,
+      {"relu with zero points that differ", 0, dtype::u8,
        [](simdnorm::quant_params& q, bool& relu) {
          q.scaling = quant_scaling::per_channel;
          q.channel_scales = kScales;
          q.channel_zero_points = kZeroPoints;
          relu = true;
        },
-       simdnorm::status_code::invalid_argument, "channel 1 has 3"},
+       simdnorm::status_code::invalid_argument, "channel 0 has 0, channel 1 3"},
       {"block", 1, dtype::u8,
        [](simdnorm::quant_params& q, bool&) {
          q.scaling = quant_scaling::per_tensor;

@@ -275,8 +275,9 @@ struct batch_norm_params {
   /// counter, so every process that applies the same records keeps the same running state.
   stats_stage stage = stats_stage::full;
   /// An 8-bit y (i8, u8, f8e4m3fn): quant.scaling per_tensor or per_channel, folded (in double)
-  /// into each channel's scale and shift. With fuse_relu every zero point must be the type's
-  /// lowest code (u8 0, i8 -128), where the saturation is the ReLU; not with f8e4m3fn.
+  /// into each channel's scale and shift. With fuse_relu the codes are those of max(y, 0),
+  /// max(code, zero point) before the rounding; every channel must then have the same zero point
+  /// (scales may differ: symmetric per-channel int8 has zero points 0).
   quant_params quant;
 };
 

@@ -65,6 +65,7 @@ struct channel_norm_plan final : plan_impl {
   channel_geometry g;
   float eps = 0.f;
   bool relu = false, stream = false;
+  float relu_floor = 0.f;  ///< the fused ReLU's max(relu_floor, y): 0, or an 8-bit y's zero point
   bool per_group_affine = false;
   std::int64_t kept_channels = 1;  ///< C of the tensor (gamma index = channel % this)
   running_rule running;            ///< BatchNorm training

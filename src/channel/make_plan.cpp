@@ -224,11 +224,6 @@ status set_quant(channel_norm_plan& p, const quant_params& q, const tensor_desc&
                          name, static_cast<long long>(C));
   const int lo = y.type == dtype::i8 ? -128 : 0;
   const int hi = y.type == dtype::i8 ? 127 : y.type == dtype::u8 ? 255 : 0;
-  if (relu && y.type == dtype::f8e4m3fn)
-    return status::error(status_code::invalid_argument,
-                         "%s: fuse_relu with y f8e4m3fn is not supported (an integer y whose "
-                         "zero points are its lowest code is: the saturation is the ReLU)",
-                         name);
   try {
     p.quant.resize(std::size_t(C));
   } catch (...) {
@@ -248,11 +243,12 @@ status set_quant(channel_norm_plan& p, const quant_params& q, const tensor_desc&
       return status::error(status_code::invalid_argument,
                            "%s: quant zero point of channel %lld = %d must be in [%d, %d] for y %s",
                            name, static_cast<long long>(c), zp, lo, hi, dtype_name(y.type));
-    if (relu && zp != lo)
+    if (relu && c > 0 && double(zp) != p.quant[0].zero_point)
       return status::error(status_code::invalid_argument,
-                           "%s: fuse_relu with y %s needs every zero point at %d (the saturation "
-                           "is the ReLU); channel %lld has %d",
-                           name, dtype_name(y.type), lo, static_cast<long long>(c), zp);
+                           "%s: fuse_relu with y %s needs one zero point for all channels (the "
+                           "ReLU is max(code, zero point)); channel 0 has %d, channel %lld %d",
+                           name, dtype_name(y.type), int(p.quant[0].zero_point),
+                           static_cast<long long>(c), zp);
     p.quant[std::size_t(c)] = {double(1.f / scale), double(zp)};
     if (c > 0 && (p.quant[std::size_t(c)].inv != p.quant[0].inv ||
                   p.quant[std::size_t(c)].zero_point != p.quant[0].zero_point))

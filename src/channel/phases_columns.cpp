@@ -33,6 +33,7 @@ void channel_norm_plan::run_infer_rows(const call_args& a, std::size_t begin,
   j.scale = folded.data();
   j.shift = folded.data() + g.C;
   j.relu = relu;
+  j.relu_floor = relu_floor;
   j.stream = stream;
   const std::size_t r0 = begin * rows_per_task;
   const std::size_t r1 = std::min<std::size_t>(g.R, end * rows_per_task);
@@ -134,6 +135,7 @@ void channel_norm_plan::run_col_normalize(const call_args& a, std::size_t begin,
     j.scale = prm + C;
     j.shift = prm + 2 * C;
     j.relu = relu;
+    j.relu_floor = relu_floor;
     j.stream = stream;
     ck.row_affine(j);
   }

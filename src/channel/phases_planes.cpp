@@ -48,6 +48,7 @@ void channel_norm_plan::normalize_unit(const call_args& a, std::size_t q, const 
   j.y_outer = g.ys;
   j.len = std::size_t(r.s1 - r.s0);
   j.relu = relu;
+  j.relu_floor = relu_floor;
   j.stream = stream;
   float c, sc, sh;
   j.center = &c;
@@ -126,6 +127,7 @@ void channel_norm_plan::run_fused(const call_args& a, std::size_t begin, std::si
     j.center = c, j.scale = sc, j.shift = sh;
     j.p_inner = 1;
     j.relu = relu;
+    j.relu_floor = relu_floor;
     j.stream = stream;
     ck.plane_affine(j);
   }
@@ -199,6 +201,7 @@ void channel_norm_plan::run_infer_planes(const call_args& a, std::size_t begin,
   j.scale = folded.data();
   j.shift = folded.data() + g.U;
   j.relu = relu;
+  j.relu_floor = relu_floor;
   j.stream = stream;
   const std::size_t planes = std::size_t(g.nseg * g.U);
   if (pieces > 1) {  // long planes: tasks are pieces of planes

@@ -55,7 +55,9 @@ status make_batch_norm(const tensor_desc& x, const tensor_desc& y, const batch_n
   p->eps = bp.eps;
   p->stage = bp.stage;
   if (!(s = set_quant(*p, bp.quant, y, C, bp.fuse_relu))) return s;
-  p->relu = bp.fuse_relu && p->quant.empty();  // an 8-bit y's saturation is its ReLU
+  p->relu = bp.fuse_relu;
+  // An 8-bit y's codes are y / scale + zp (folded): the ReLU is max(code, zp)
+  p->relu_floor = p->quant.empty() ? 0.f : float(p->quant[0].zero_point);
   p->stream = streaming(bp.stores, x, y);
   p->running.momentum = double(bp.momentum);
   p->running.convention = bp.convention;

@@ -2,7 +2,10 @@
 // MeanVarianceNormalization), with the statistics already folded per channel or per plane:
 // what plane_affine and row_affine share.
 //
-// Formula: y = (x - center) * scale + shift, then max(0, y) with `relu` (NaN stays NaN).
+// Formula: y = (x - center) * scale + shift, then max(relu_floor, y) with `relu` (NaN stays
+//   NaN): relu_floor is 0, or for an 8-bit y its zero point, since the plan folds 1 / qscale
+//   and the zero point into scale and shift, and max(y, 0) / qscale + zp = max(y / qscale + zp,
+//   zp).
 //   center null: y = x * scale + shift, one FMA per element (BatchNorm inference, whose scale
 //   and shift were folded in double at plan creation). With a center (the batch mean rounded
 //   to float, its rounding error folded into shift), x - center is exact for x near the mean,
@@ -20,12 +23,14 @@
 //   correct. Rows shorter than a vector run scalar.
 // Preconditions: n >= 1; y == x with equal strides allowed, otherwise no overlap.
 
-/// max(0, v) with NaN kept (fused ReLU).
-inline float relu_max(float v) { return v < 0.f ? 0.f : v; }
-inline scalar_vector relu_max(scalar_vector v) { return relu_max(v.v); }
+/// max(floor, v) with NaN kept (the fused ReLU; floor: the job's relu_floor).
+inline float relu_max(float v, float floor) { return v < floor ? floor : v; }
+inline scalar_vector relu_max(scalar_vector v, scalar_vector floor) {
+  return relu_max(v.v, floor.v);
+}
 template <class V>
-inline V relu_max(const V& v) {
-  return select(v < V(0.f), V(0.f), v);
+inline V relu_max(const V& v, const V& floor) {
+  return select(v < floor, floor, v);
 }
 
 /// y[0, n) = f(x[0, n)) for a unary vector/scalar pair, with the overlapping partial last

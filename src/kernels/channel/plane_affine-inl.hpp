@@ -25,6 +25,7 @@ void flat_planes_affine(const TX* x, TY* y, std::size_t count, std::size_t len,
     io::store1(y + i, f1(io::load1(x + i), p * ps));
   }
   V vc(Center ? cen[p * ps] : 0.f), va(sc[p * ps]), vb(sh[p * ps]);
+  const V vlo(j.relu_floor);
   for (; i + W <= n; i += W) {
     if (i >= next) {
       ++p, next += len;
@@ -42,7 +43,7 @@ void flat_planes_affine(const TX* x, TY* y, std::size_t count, std::size_t len,
     V v = io::load<V>(x + i);
     if constexpr (Center) v = v - c;
     v = fma(v, a, b);
-    if constexpr (Relu) v = relu_max(v);
+    if constexpr (Relu) v = relu_max(v, vlo);
     if constexpr (Stream)
       io::stream(y + i, v);
     else
@@ -59,6 +60,8 @@ void plane_affine_impl(const plane_affine_job& j) {
   constexpr std::size_t W = V::size;
   const TX* x = static_cast<const TX*>(j.x);
   TY* y = static_cast<TY*>(j.y);
+  const float lo = j.relu_floor;
+  const V vlo(lo);
   // Runs of contiguous planes not a whole number of vectors long: one aligned walk per run.
   if constexpr (W > 1) {
     if (j.inner > 1 && j.len >= W && j.len % W != 0 && j.x_inner == std::ptrdiff_t(j.len) &&
@@ -73,7 +76,7 @@ void plane_affine_impl(const plane_affine_job& j) {
             cen, sc, sh, [&](float v, std::size_t k) {
               if constexpr (Center) v = v - cen[k];
               v = fma1<V>(v, sc[k], sh[k]);
-              if constexpr (Relu) v = relu_max(v);
+              if constexpr (Relu) v = relu_max(v, lo);
               return v;
             });
       }
@@ -92,13 +95,13 @@ void plane_affine_impl(const plane_affine_job& j) {
           [&](V v, std::size_t) {
             if constexpr (Center) v = v - vc;
             v = fma(v, va, vb);
-            if constexpr (Relu) v = relu_max(v);
+            if constexpr (Relu) v = relu_max(v, vlo);
             return v;
           },
           [&](float v, std::size_t) {
             if constexpr (Center) v = v - c;
             v = fma1<V>(v, a, b);  // rounds as fma(V) does
-            if constexpr (Relu) v = relu_max(v);
+            if constexpr (Relu) v = relu_max(v, lo);
             return v;
           });
     }

@@ -27,12 +27,13 @@
 /// at, is held in registers.
 template <class V, bool Center, bool Relu, bool Stream, std::size_t K, class TX, class TY>
 void periodic_affine(const TX* x, TY* y, std::size_t n, std::size_t cols, const float* cen,
-                     const float* sc, const float* sh) {
+                     const float* sc, const float* sh, float lo) {
   constexpr std::size_t W = V::size, L = K * W;
+  const V vlo(lo);
   auto one = [&](float v, std::size_t c) {
     if constexpr (Center) v = v - cen[c];
     v = fma1<V>(v, sc[c], sh[c]);
-    if constexpr (Relu) v = relu_max(v);
+    if constexpr (Relu) v = relu_max(v, lo);
     return v;
   };
   // scalar head up to y's alignment, so that every vector store is aligned
@@ -59,7 +60,7 @@ void periodic_affine(const TX* x, TY* y, std::size_t n, std::size_t cols, const 
     V v = io::load<V>(x + at);
     if constexpr (Center) v = v - vc[k];
     v = fma(v, va[k], vb[k]);
-    if constexpr (Relu) v = relu_max(v);
+    if constexpr (Relu) v = relu_max(v, vlo);
     if constexpr (Stream)
       io::stream(y + at, v);
     else
@@ -95,10 +96,11 @@ void grouped_rows_affine(const row_affine_job& j) {
   constexpr std::size_t W = V::size, G = kRowAffineGroup;
   const std::size_t cols = j.cols, last = cols - W;
   const bool partial = cols % W != 0;
+  const V vlo(j.relu_floor);
   auto f = [&](V v, std::size_t i) {
     if constexpr (Center) v = v - load<V>(j.center + i);
     v = fma(v, load<V>(j.scale + i), load<V>(j.shift + i));
-    if constexpr (Relu) v = relu_max(v);
+    if constexpr (Relu) v = relu_max(v, vlo);
     return v;
   };
   std::size_t r = 0;
@@ -123,7 +125,7 @@ void grouped_rows_affine(const row_affine_job& j) {
         V v = io::load<V>(xr[g] + i);
         if constexpr (Center) v = v - c;
         v = fma(v, a, b);
-        if constexpr (Relu) v = relu_max(v);
+        if constexpr (Relu) v = relu_max(v, vlo);
         io::store(yr[g] + i, v);
       }
     }
@@ -147,7 +149,7 @@ bool periodic_dispatch(const row_affine_job& j, std::size_t k, std::index_sequen
   const std::size_t n = j.rows * j.cols;
   return ((k == K + 1 ? (periodic_affine<V, Center, Relu, Stream, K + 1>(
                              static_cast<const TX*>(j.x), static_cast<TY*>(j.y), n, j.cols,
-                             j.center, j.scale, j.shift),
+                             j.center, j.scale, j.shift, j.relu_floor),
                          true)
                       : false) ||
           ...);
@@ -161,6 +163,8 @@ void row_affine_impl(const row_affine_job& j) {
   const float* cen = j.center;
   const float* sc = j.scale;
   const float* sh = j.shift;
+  const float lo = j.relu_floor;
+  const V vlo(lo);
   if constexpr (W > 1) {
     const bool dense = j.rows == 1 || (j.x_stride == std::ptrdiff_t(j.cols) &&
                                        j.y_stride == std::ptrdiff_t(j.cols));
@@ -187,13 +191,13 @@ void row_affine_impl(const row_affine_job& j) {
         [&](V v, std::size_t i) {
           if constexpr (Center) v = v - load<V>(cen + i);
           v = fma(v, load<V>(sc + i), load<V>(sh + i));
-          if constexpr (Relu) v = relu_max(v);
+          if constexpr (Relu) v = relu_max(v, vlo);
           return v;
         },
         [&](float v, std::size_t i) {
           if constexpr (Center) v = v - cen[i];
           v = fma1<V>(v, sc[i], sh[i]);
-          if constexpr (Relu) v = relu_max(v);
+          if constexpr (Relu) v = relu_max(v, lo);
           return v;
         });
   }
