@@ -5,10 +5,14 @@
 //   LayerNorm   64 rows x D = 4096
 //   BatchNorm   training-mode forward (batch statistics), (8, 64, 56, 56): N*H*W = 25088 values
 //               per channel, NCHW and NHWC
+// and the same ops on bf16 x and y (gamma and beta f32 for simdnorm and oneDNN, bf16 for
+// libtorch, as a model converted with .to(torch.bfloat16) has them), on inputs rounded to bf16:
+//   N(0,1), 16 + N(0,1), 256 + N(0,1)   (bf16 spacing 1/8 and 2 at those means)
 // gamma = 1, beta = 0, eps = 1e-5, so outputs have unit scale and the absolute error is also a
-// relative one. The reference computes exact (two-pass, float64) statistics of the same float
-// inputs. "f32 floor" is what exact statistics rounded to float give, y = (x - mean_f) * rstd_f
-// in float: the error of any kernel that keeps the mean as one float.
+// relative one. The reference computes exact (two-pass, float64) statistics of the same inputs.
+// "floor" is, for f32, what exact statistics rounded to float give, y = (x - mean_f) * rstd_f
+// in float: the error of any kernel that keeps the mean as one float; for bf16, the exact y
+// rounded to bf16: the error of a perfect bf16 kernel.
 //
 //   simdnorm_accuracy [--json FILE] [--only NAME[,NAME...]]
 // prints a markdown table; --json also writes the results as JSON; --only restricts the
@@ -34,13 +38,15 @@ struct input_kind {
   double mean;
 };
 const input_kind kInputs[] = {{"N(0,1)", 0.0}, {"1e4+N(0,1)", 1e4}, {"1e6+N(0,1)", 1e6}};
+const input_kind kBf16Inputs[] = {{"N(0,1)", 0.0}, {"16+N(0,1)", 16.0}, {"256+N(0,1)", 256.0}};
 
 struct acc_case {
   peers::problem p;
   std::string op_name, layout_name, shape;
-  std::vector<float> x;       // in the problem's memory layout
-  std::vector<double> ref;    // float64 reference, same layout
-  std::vector<double> floor;  // f32-statistics floor output, same layout
+  std::vector<float> x;               // in the problem's memory layout (bf16 inputs: exact)
+  std::vector<std::uint16_t> x_bf16;  // the bf16 inputs' bits, for a bf16 problem
+  std::vector<double> ref;            // float64 reference, same layout
+  std::vector<double> floor;          // the floor output (see the banner), same layout
 };
 
 // Index of logical element (n, c, s) (s = h * W + w) in the problem's memory layout.
@@ -79,7 +85,15 @@ acc_case make_case(const peers::problem& p, const input_kind& in) {
   k.floor.resize(n);
   std::mt19937_64 rng(20261130);
   std::normal_distribution<double> z(0.0, 1.0);
+  const bool bf16 = p.type == peers::elem::bf16;
   for (std::size_t i = 0; i < n; ++i) k.x[i] = float(in.mean + z(rng));
+  if (bf16) {
+    k.x_bf16.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      k.x_bf16[i] = peers::float_to_bf16(k.x[i]);
+      k.x[i] = peers::bf16_to_float(k.x_bf16[i]);
+    }
+  }
   for_each_group(p, [&](const std::vector<std::size_t>& idx) {
     double s = 0;
     for (std::size_t i : idx) s += k.x[i];
@@ -91,7 +105,8 @@ acc_case make_case(const peers::problem& p, const input_kind& in) {
     const float mean_f = float(mean), rstd_f = float(rstd);
     for (std::size_t i : idx) {
       k.ref[i] = (k.x[i] - mean) * rstd;
-      k.floor[i] = double((k.x[i] - mean_f) * rstd_f);
+      k.floor[i] = bf16 ? double(peers::bf16_to_float(peers::float_to_bf16(float(k.ref[i]))))
+                        : double((k.x[i] - mean_f) * rstd_f);
     }
   });
   return k;
@@ -121,26 +136,35 @@ error floor_error(const acc_case& k) {
   return e;
 }
 
+/// The x of a case for a kernel: its bf16 bits or its floats.
+const void* input_of(const acc_case& k) {
+  return k.p.type == peers::elem::bf16 ? static_cast<const void*>(k.x_bf16.data())
+                                       : static_cast<const void*>(k.x.data());
+}
+
 // simdnorm on the case: false with the reason when simdnorm has no such op (yet).
 bool run_simdnorm(const acc_case& k, std::vector<float>* y, std::string* why) {
   const peers::problem& p = k.p;
+  const bool bf16 = p.type == peers::elem::bf16;
+  const simdnorm::dtype dt = bf16 ? simdnorm::dtype::bf16 : simdnorm::dtype::f32;
   y->assign(p.elements(), 0.0f);
+  std::vector<std::uint16_t> y_bf16(bf16 ? p.elements() : 0);
   std::vector<float> ones(p.affine_length(), 1.0f), zeros(p.affine_length(), 0.0f);
   simdnorm::status s;
   simdnorm::norm_args a;
-  a.x = k.x.data();
-  a.y = y->data();
+  a.x = input_of(k);
+  a.y = bf16 ? static_cast<void*>(y_bf16.data()) : static_cast<void*>(y->data());
   a.gamma = ones.data();
   a.beta = zeros.data();
   if (p.op == peers::op_kind::layer_norm) {
-    const auto d = simdnorm::tensor_desc::contiguous({p.n, p.c});
+    const auto d = simdnorm::tensor_desc::contiguous({p.n, p.c}, dt);
     simdnorm::layer_norm_params prm;
     prm.eps = p.eps;
     s = simdnorm::layer_norm(d, d, prm, a);
   } else if (p.op == peers::op_kind::batch_norm_training) {
     const bool nhwc = p.lay == peers::layout::nhwc;
-    const auto d = nhwc ? simdnorm::tensor_desc::contiguous({p.n, p.h, p.w, p.c})
-                        : simdnorm::tensor_desc::contiguous({p.n, p.c, p.h, p.w});
+    const auto d = nhwc ? simdnorm::tensor_desc::contiguous({p.n, p.h, p.w, p.c}, dt)
+                        : simdnorm::tensor_desc::contiguous({p.n, p.c, p.h, p.w}, dt);
     simdnorm::batch_norm_params prm;
     prm.layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
     prm.eps = p.eps;
@@ -151,6 +175,7 @@ bool run_simdnorm(const acc_case& k, std::vector<float>* y, std::string* why) {
     return false;
   }
   if (!s) *why = s.message();
+  for (std::size_t i = 0; i < y_bf16.size(); ++i) (*y)[i] = peers::bf16_to_float(y_bf16[i]);
   return s.ok();
 }
 
@@ -192,12 +217,13 @@ int main(int argc, char** argv) {
   auto wanted = [&](const std::string& n) { return only.empty() || only.count(n) > 0; };
 
   std::vector<peers::problem> problems;
-  {
+  for (peers::elem type : {peers::elem::f32, peers::elem::bf16}) {
     peers::problem ln;
     ln.op = peers::op_kind::layer_norm;
     ln.lay = peers::layout::rows;
     ln.n = 64;
     ln.c = 4096;
+    ln.type = type;
     problems.push_back(ln);
     for (peers::layout l : {peers::layout::nchw, peers::layout::nhwc}) {
       peers::problem bn;
@@ -207,6 +233,7 @@ int main(int argc, char** argv) {
       bn.c = 64;
       bn.h = 56;
       bn.w = 56;
+      bn.type = type;
       problems.push_back(bn);
     }
   }
@@ -217,7 +244,7 @@ int main(int argc, char** argv) {
     if (wanted(pr.name)) impls.push_back(pr.name);
 
   struct row {
-    std::string op, lay, shape, input;
+    std::string op, type, lay, shape, input;
     double floor;
     std::map<std::string, std::string> cell;  // impl -> error text
     std::map<std::string, error> err;
@@ -225,10 +252,12 @@ int main(int argc, char** argv) {
   };
   std::vector<row> rows;
   for (const peers::problem& p : problems) {
-    for (const input_kind& in : kInputs) {
+    const bool bf16 = p.type == peers::elem::bf16;
+    for (const input_kind& in : bf16 ? kBf16Inputs : kInputs) {
       acc_case k = make_case(p, in);
       row r;
       r.op = p.op == peers::op_kind::layer_norm ? "layer_norm" : "batch_norm_training";
+      r.type = bf16 ? "bf16" : "f32";
       r.lay = p.lay == peers::layout::rows   ? "rows"
               : p.lay == peers::layout::nchw ? "nchw"
                                              : "nhwc";
@@ -249,9 +278,9 @@ int main(int argc, char** argv) {
           for (const auto& pr : peers::available()) {
             if (pr.name != name) continue;
             std::vector<float> ones(p.affine_length(), 1.0f), zeros(p.affine_length(), 0.0f);
-            y.assign(p.elements(), 0.0f);
+            y.assign(p.elements(), 0.0f);  // wide enough for a bf16 y as well
             peers::io b;
-            b.x = k.x.data();
+            b.x = input_of(k);
             b.y = y.data();
             b.gamma = ones.data();
             b.beta = zeros.data();
@@ -279,14 +308,14 @@ int main(int argc, char** argv) {
   }
 
   // Markdown.
-  std::printf("| op | layout | shape | input | f32 floor |");
+  std::printf("| op | type | layout | shape | input | floor |");
   for (const auto& n : impls) std::printf(" %s |", n.c_str());
-  std::printf("\n|---|---|---|---|---|");
+  std::printf("\n|---|---|---|---|---|---|");
   for (std::size_t i = 0; i < impls.size(); ++i) std::printf("---|");
   std::printf("\n");
   for (const row& r : rows) {
-    std::printf("| %s | %s | %s | %s | %s |", r.op.c_str(), r.lay.c_str(), r.shape.c_str(),
-                r.input.c_str(), fmt(r.floor).c_str());
+    std::printf("| %s | %s | %s | %s | %s | %s |", r.op.c_str(), r.type.c_str(), r.lay.c_str(),
+                r.shape.c_str(), r.input.c_str(), fmt(r.floor).c_str());
     for (const auto& n : impls) std::printf(" %s |", r.cell.at(n).c_str());
     std::printf("\n");
   }
@@ -311,15 +340,16 @@ int main(int argc, char** argv) {
       auto emit = [&](const std::string& impl, const std::string& val, const std::string& note) {
         std::fprintf(
             f,
-            "%s\n    {\"op\": \"%s\", \"layout\": \"%s\", \"shape\": \"%s\", "
-            "\"input\": \"%s\", \"impl\": \"%s\", \"max_abs_error\": %s, \"note\": \"%s\"}",
-            first ? "" : ",", r.op.c_str(), r.lay.c_str(), r.shape.c_str(), r.input.c_str(),
-            impl.c_str(), val.c_str(), json_escape(note).c_str());
+            "%s\n    {\"op\": \"%s\", \"type\": \"%s\", \"layout\": \"%s\", "
+            "\"shape\": \"%s\", \"input\": \"%s\", \"impl\": \"%s\", \"max_abs_error\": %s, "
+            "\"note\": \"%s\"}",
+            first ? "" : ",", r.op.c_str(), r.type.c_str(), r.lay.c_str(), r.shape.c_str(),
+            r.input.c_str(), impl.c_str(), val.c_str(), json_escape(note).c_str());
         first = false;
       };
       char b[64];
       std::snprintf(b, sizeof b, "%.6g", r.floor);
-      emit("f32_floor", b, "");
+      emit("floor", b, "");
       for (const auto& n : impls) {
         auto it = r.err.find(n);
         if (it == r.err.end()) {

@@ -77,8 +77,9 @@ else
   threads=1; [ "$ncpu" -gt 1 ] && threads=1,2
 fi
 # Ops compared with the peers, and their shapes: LayerNorm x of 1 MiB (cache) and 256 MiB
-# (DRAM); BatchNorm CNN shapes (cache) and one 256 MiB tensor; GroupNorm(32) UNet shapes.
-ops='(layer_norm|layer_norm_single_mean|rms_norm|batch_norm_inference|batch_norm_training|group_norm32)'
+# (DRAM); BatchNorm CNN shapes (cache) and one 256 MiB tensor; GroupNorm(32) UNet shapes. Each
+# also with bf16 x and y (the _bf16 benchmarks; the row ops' x_MiB is then of bf16 data).
+ops='(layer_norm|layer_norm_single_mean|rms_norm|batch_norm_inference|batch_norm_training|group_norm32)(_bf16)?'
 shapes="x_MiB:(1|256)/|/(1x64x112x112|8x64x56x56|32x256x14x14|32x512x7x7|256x2048x1x1|64x64x128x128|1x320x64x64|1x640x32x32)/"
 
 # On a shared machine, start each sweep when the other processes leave the CPUs alone (less

@@ -78,18 +78,20 @@ struct verdict {
 // reductions (peers that add a channel of a million values sequentially in one float lane):
 // timed, and the difference is reported (counter numerics_differ = 1, max_diff_vs_simdnorm);
 // beyond, or NaN/Inf where simdnorm is finite, the output is wrong and the peer is not timed.
-constexpr double kTight = 1e-3, kLoose = 5e-2;
+constexpr double kTight = 1e-3, kTightBf16 = 1e-2, kLoose = 5e-2;
 std::map<std::string, verdict>& verdicts() {
   static std::map<std::string, verdict> v;
   return v;
 }
 
-// Checks the peer against simdnorm's output `ref` once per benchmark name, then times it.
-// `ref_fn(ref)` computes simdnorm's output into ref (only on the first call for this name).
+// Checks the peer against simdnorm's output once per benchmark name, then times it.
+// `ref_fn(ref)` computes simdnorm's output into ref, of the problem's element type (only on the
+// first call for this name).
 template <class RefFn>
 void check_and_measure(benchmark::State& state, const peers::peer* peer, const peers::problem& p,
                        const peers::io& io, int threads, const std::string& key, RefFn ref_fn) {
-  const std::size_t n = p.elements();
+  const std::size_t n = p.elements(), bytes = n * p.element_bytes();
+  const bool bf16 = p.type == peers::elem::bf16;
   std::string info;
   auto op = peer->make(p, io, threads, &info);
   if (!op) {
@@ -100,15 +102,19 @@ void check_and_measure(benchmark::State& state, const peers::peer* peer, const p
   if (it == verdicts().end()) {
     float* ref = bench::shared_buffer(n, kRefSlot);
     verdict v;
-    const simdnorm::status s = ref_fn(ref);
+    std::vector<std::uint16_t> ref_bits(bf16 ? n : 0);
+    const simdnorm::status s = bf16 ? ref_fn(ref_bits.data()) : ref_fn(ref);
+    for (std::size_t i = 0; i < ref_bits.size(); ++i) ref[i] = peers::bf16_to_float(ref_bits[i]);
     if (!s) {
       v.message = std::string("simdnorm reference failed: ") + s.message();
     } else {
       op->run();
+      // bf16 outputs that agree may still differ by an ulp of bf16 (2^-8 relative)
+      const double tight = bf16 ? kTightBf16 : kTight;
       const diff df = compare(op->output(), ref, n, kLoose, kLoose);
       v.max_abs = df.max_abs;
       v.ok = df.bad == 0;
-      v.differs = compare(op->output(), ref, n, kTight, kTight).bad != 0;
+      v.differs = compare(op->output(), ref, n, tight, tight).bad != 0;
       if (!v.ok)
         v.message = "output differs from simdnorm: " + std::to_string(df.bad) +
                     " elements beyond 5e-2 * (1 + |y|), max |diff| " + std::to_string(df.max_abs) +
@@ -121,21 +127,29 @@ void check_and_measure(benchmark::State& state, const peers::peer* peer, const p
     return;
   }
   op->run();  // untimed: the output memory exists now (the copy target)
-  bench::measure_on(peer->fork, state, threads, 2 * n * sizeof(float), io.x, op->copy_target(), n,
+  bench::measure_on(peer->fork, state, threads, 2 * bytes, static_cast<const float*>(io.x),
+                    static_cast<float*>(op->copy_target()), bytes / sizeof(float),
                     [&] { op->run(); });
   state.counters["max_diff_vs_simdnorm"] = it->second.max_abs;
   state.counters["numerics_differ"] = it->second.differs ? 1 : 0;
   state.SetLabel(info);
 }
 
-void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, bench::rows_cols rc,
-                           int threads, const std::string& key) {
+/// simdnorm's dtype of a problem's element type.
+simdnorm::dtype dtype_of(peers::elem t) {
+  return t == peers::elem::bf16 ? simdnorm::dtype::bf16 : simdnorm::dtype::f32;
+}
+
+void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, peers::elem type,
+                           bench::rows_cols rc, int threads, const std::string& key) {
   const std::size_t rows = rc.rows, cols = rc.cols, n = rows * cols;
-  float* x = bench::shared_buffer(n, 0);
-  float* y = bench::shared_buffer(n, 1);
+  const simdnorm::dtype dt = dtype_of(type);
+  const std::size_t floats = (n * simdnorm::dtype_size(dt) + 3) / sizeof(float);
+  float* x = bench::shared_buffer(floats, 0);
+  float* y = bench::shared_buffer(floats, 1);
   float* g = bench::shared_buffer(cols, 2);
   float* b = bench::shared_buffer(cols, 3);
-  bench::fill_normal(x, rows * cols, 3.0);  // as bench_rows.cpp
+  if (!bench::fill_normal_as(state, dt, x, n, 3.0)) return;  // as bench_rows.cpp
   bench::fill_normal(g, cols, 1.0);
   bench::fill_normal(b, cols, 0.0);
 
@@ -144,14 +158,15 @@ void bench_peer_layer_norm(benchmark::State& state, const peers::peer* peer, ben
   p.lay = peers::layout::rows;
   p.n = std::int64_t(rows);
   p.c = std::int64_t(cols);
+  p.type = type;
   peers::io io;
   io.x = x;
   io.y = y;
   io.gamma = g;
   io.beta = b;
-  check_and_measure(state, peer, p, io, threads, key, [&](float* ref) {
+  check_and_measure(state, peer, p, io, threads, key, [&](void* ref) {
     // simdnorm with default parameters (compensated mean, eps 1e-5).
-    const auto d = simdnorm::tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)});
+    const auto d = simdnorm::tensor_desc::contiguous({std::int64_t(rows), std::int64_t(cols)}, dt);
     simdnorm::plan plan;
     simdnorm::norm_args a;
     a.x = x;
@@ -176,7 +191,8 @@ const nchw kGnShapes[] = {{1, 320, 64, 64}, {1, 640, 32, 32}};
 constexpr int kGnGroups = 32;
 
 void bench_peer_channels(benchmark::State& state, const peers::peer* peer, peers::op_kind op,
-                         peers::layout lay, nchw sh, int threads, const std::string& key) {
+                         peers::elem type, peers::layout lay, nchw sh, int threads,
+                         const std::string& key) {
   peers::problem p;
   p.op = op;
   p.lay = lay;
@@ -185,14 +201,17 @@ void bench_peer_channels(benchmark::State& state, const peers::peer* peer, peers
   p.h = sh.h;
   p.w = sh.w;
   p.groups = op == peers::op_kind::group_norm ? kGnGroups : 0;
+  p.type = type;
+  const simdnorm::dtype dt = dtype_of(type);
   const std::size_t n = p.elements(), c = std::size_t(sh.c);
-  float* x = bench::shared_buffer(n, 0);
-  float* y = bench::shared_buffer(n, 1);
+  const std::size_t floats = (n * simdnorm::dtype_size(dt) + 3) / sizeof(float);
+  float* x = bench::shared_buffer(floats, 0);
+  float* y = bench::shared_buffer(floats, 1);
   float* g = bench::shared_buffer(c, 2);
   float* b = bench::shared_buffer(c, 3);
   float* rm = bench::shared_buffer(c, 4);
   float* rv = bench::shared_buffer(c, 5);
-  bench::fill_normal(x, n, 3.0);
+  if (!bench::fill_normal_as(state, dt, x, n, 3.0)) return;
   bench::fill_normal(g, c, 1.0);
   bench::fill_normal(b, c, 0.0);
   bench::fill_normal(rm, c, 3.0);
@@ -205,10 +224,10 @@ void bench_peer_channels(benchmark::State& state, const peers::peer* peer, peers
   io.beta = b;
   io.mean = rm;
   io.var = rv;
-  check_and_measure(state, peer, p, io, threads, key, [&](float* ref) {
+  check_and_measure(state, peer, p, io, threads, key, [&](void* ref) {
     const bool nhwc = lay == peers::layout::nhwc;
-    const auto d = nhwc ? simdnorm::tensor_desc::contiguous({sh.n, sh.h, sh.w, sh.c})
-                        : simdnorm::tensor_desc::contiguous({sh.n, sh.c, sh.h, sh.w});
+    const auto d = nhwc ? simdnorm::tensor_desc::contiguous({sh.n, sh.h, sh.w, sh.c}, dt)
+                        : simdnorm::tensor_desc::contiguous({sh.n, sh.c, sh.h, sh.w}, dt);
     const auto cl = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
     simdnorm::plan plan;
     simdnorm::norm_args a;
@@ -254,25 +273,36 @@ void register_peer_benchmarks() {
   if (peers::available().empty()) return;
   peers::init(max_threads());
   for (const auto& kv : peers::describe()) benchmark::AddCustomContext(kv.first, kv.second);
-  for (const peers::peer& peer : peers::available())
-    for (std::size_t xb : kLnXBytes)
-      for (std::size_t cols : kLnCols)
-        for (int t : bench::thread_counts()) {
-          const std::string name = "layer_norm/" + peer.name + "/D:" + std::to_string(cols) +
-                                   "/x_MiB:" + std::to_string(xb / kMiB) +
-                                   "/threads:" + std::to_string(t);
-          benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer,
-                                       bench::rows_cols{xb / sizeof(float) / cols, cols}, t, name)
-              ->UseManualTime()
-              ->Unit(benchmark::kMicrosecond);
-        }
+  // The element types, with the suffix of simdnorm's benchmark names (bench_rows.cpp,
+  // bench_channels.cpp): layer_norm_bf16/onednn/... sits next to layer_norm_bf16/avx512bf16/...
+  const struct {
+    peers::elem type;
+    const char* suffix;
+  } types[] = {{peers::elem::f32, ""}, {peers::elem::bf16, "_bf16"}};
+  for (const auto& ty : types)
+    for (const peers::peer& peer : peers::available())
+      for (std::size_t xb : kLnXBytes)
+        for (std::size_t cols : kLnCols)
+          for (int t : bench::thread_counts()) {
+            const std::string name = std::string("layer_norm") + ty.suffix + "/" + peer.name +
+                                     "/D:" + std::to_string(cols) +
+                                     "/x_MiB:" + std::to_string(xb / kMiB) +
+                                     "/threads:" + std::to_string(t);
+            // x of xb bytes, as simdnorm's benchmark of the same name
+            const std::size_t rows = xb / (ty.type == peers::elem::bf16 ? 2 : 4) / cols;
+            benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer, ty.type,
+                                         bench::rows_cols{rows, cols}, t, name)
+                ->UseManualTime()
+                ->Unit(benchmark::kMicrosecond);
+          }
   for (const peers::peer& peer : peers::available())
     for (const bench::rows_cols& f : bench::kFewRows)
       for (int t : bench::thread_counts()) {
         const std::string name = "few_rows/layer_norm/" + peer.name +
                                  "/rows:" + std::to_string(f.rows) +
                                  "/D:" + std::to_string(f.cols) + "/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer, f, t, name)
+        benchmark::RegisterBenchmark(name.c_str(), bench_peer_layer_norm, &peer, peers::elem::f32,
+                                     f, t, name)
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
       }
@@ -286,21 +316,22 @@ void register_peer_benchmarks() {
       {peers::op_kind::batch_norm_training, "batch_norm_training"},
       {peers::op_kind::group_norm, "group_norm32"},
   };
-  for (const auto& o : channel_ops)
-    for (const peers::peer& peer : peers::available())
-      for (peers::layout lay : {peers::layout::nchw, peers::layout::nhwc})
-        for (const nchw& sh : o.op == peers::op_kind::group_norm
-                                  ? std::vector<nchw>(std::begin(kGnShapes), std::end(kGnShapes))
-                                  : std::vector<nchw>(std::begin(kBnShapes), std::end(kBnShapes)))
-          for (int t : bench::thread_counts()) {
-            std::string name = std::string(o.name) + "/" + peer.name + "/" +
-                               (lay == peers::layout::nchw ? "nchw/" : "nhwc/") +
-                               std::to_string(sh.n) + "x" + std::to_string(sh.c) + "x" +
-                               std::to_string(sh.h) + "x" + std::to_string(sh.w);
-            name += "/threads:" + std::to_string(t);
-            benchmark::RegisterBenchmark(name.c_str(), bench_peer_channels, &peer, o.op, lay, sh, t,
-                                         name)
-                ->UseManualTime()
-                ->Unit(benchmark::kMicrosecond);
-          }
+  for (const auto& ty : types)
+    for (const auto& o : channel_ops)
+      for (const peers::peer& peer : peers::available())
+        for (peers::layout lay : {peers::layout::nchw, peers::layout::nhwc})
+          for (const nchw& sh : o.op == peers::op_kind::group_norm
+                                    ? std::vector<nchw>(std::begin(kGnShapes), std::end(kGnShapes))
+                                    : std::vector<nchw>(std::begin(kBnShapes), std::end(kBnShapes)))
+            for (int t : bench::thread_counts()) {
+              std::string name = std::string(o.name) + ty.suffix + "/" + peer.name + "/" +
+                                 (lay == peers::layout::nchw ? "nchw/" : "nhwc/") +
+                                 std::to_string(sh.n) + "x" + std::to_string(sh.c) + "x" +
+                                 std::to_string(sh.h) + "x" + std::to_string(sh.w);
+              name += "/threads:" + std::to_string(t);
+              benchmark::RegisterBenchmark(name.c_str(), bench_peer_channels, &peer, o.op, ty.type,
+                                           lay, sh, t, name)
+                  ->UseManualTime()
+                  ->Unit(benchmark::kMicrosecond);
+            }
 }

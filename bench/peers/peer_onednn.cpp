@@ -6,6 +6,7 @@
 //   BatchNorm training batch_normalization_forward, forward_training, use_scale | use_shift
 //                      (batch mean and variance written to buffers of the op)
 //   GroupNorm          not offered by oneDNN 2.x (group_normalization arrived in 3.3)
+// bf16 problems: x and y bf16, scale and shift f32 (oneDNN's only choice).
 // The implementation oneDNN picked (its impl_info_str, e.g. "bnorm_jit:avx512_core" or
 // "ncsp_bnorm:any") becomes the benchmark's label.
 #include <omp.h>
@@ -13,6 +14,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_version.h>
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,9 +43,11 @@ class onednn_op final : public peer_op {
     const memory::format_tag tag = rows                     ? memory::format_tag::ab
                                    : p_.lay == layout::nchw ? memory::format_tag::nchw
                                                             : memory::format_tag::nhwc;
-    const memory::desc data_md(dims, memory::data_type::f32, tag);
+    const memory::data_type type =
+        p_.type == elem::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const memory::desc data_md(dims, type, tag);
     const memory::desc chan_md({p_.c}, memory::data_type::f32, memory::format_tag::a);
-    auto* x = const_cast<float*>(b_.x);
+    auto* x = const_cast<void*>(b_.x);
     args_[DNNL_ARG_SRC] = memory(data_md, eng_, x);
     args_[DNNL_ARG_DST] = memory(data_md, eng_, b_.y);
     args_[DNNL_ARG_SCALE] = memory(chan_md, eng_, const_cast<float*>(b_.gamma));
@@ -99,8 +103,14 @@ class onednn_op final : public peer_op {
     strm_.wait();
   }
 
-  const float* output() override { return b_.y; }
-  float* copy_target() override { return b_.y; }
+  const float* output() override {
+    if (p_.type == elem::f32) return static_cast<const float*>(b_.y);
+    const auto* bits = static_cast<const std::uint16_t*>(b_.y);
+    float_out_.resize(p_.elements());
+    for (std::size_t i = 0; i < float_out_.size(); ++i) float_out_[i] = bf16_to_float(bits[i]);
+    return float_out_.data();
+  }
+  void* copy_target() override { return b_.y; }
   const std::string& impl() const { return impl_; }
 
  private:
@@ -111,7 +121,7 @@ class onednn_op final : public peer_op {
   dnnl::stream strm_{eng_};
   dnnl::primitive prim_;
   std::unordered_map<int, memory> args_;
-  std::vector<float> stats_;
+  std::vector<float> stats_, float_out_;
   std::string impl_;
 };
 

@@ -4,6 +4,8 @@
 //   BatchNorm training at::batch_norm(..., training = true, momentum 0.1, ...): batch
 //                      statistics, running statistics updated in place
 //   GroupNorm          at::group_norm(x, groups, gamma, beta, eps)
+// bf16 problems run as a model converted with .to(torch.bfloat16) runs: x, y, gamma and beta
+// (and the running statistics) bf16, the statistics in float inside ATen's kernels.
 // NHWC inputs are channels-last strided views of the same buffer. The functional API allocates
 // each output; run() drops the previous output first, and large blocks come from a caching
 // allocator (below), so the output memory is warm, as it would be in a tuned deployment.
@@ -117,23 +119,27 @@ class torch_op final : public peer_op {
   torch_op(const problem& p, const io& b, int threads) : p_(p), threads_(threads), y_(b.y) {
     set_threads();
     const auto f32 = at::TensorOptions().dtype(at::kFloat);
-    auto* x = const_cast<float*>(b.x);
+    const auto data = at::TensorOptions().dtype(p.type == elem::bf16 ? at::kBFloat16 : at::kFloat);
+    auto* x = const_cast<void*>(b.x);
     if (p.lay == layout::rows) {
-      x_ = at::from_blob(x, {p.n, p.c}, f32);
+      x_ = at::from_blob(x, {p.n, p.c}, data);
     } else if (p.lay == layout::nchw) {
-      x_ = at::from_blob(x, {p.n, p.c, p.h, p.w}, f32);
+      x_ = at::from_blob(x, {p.n, p.c, p.h, p.w}, data);
     } else {
-      x_ = at::from_blob(x, {p.n, p.c, p.h, p.w}, {p.h * p.w * p.c, 1, p.w * p.c, p.c}, f32);
+      x_ = at::from_blob(x, {p.n, p.c, p.h, p.w}, {p.h * p.w * p.c, 1, p.w * p.c, p.c}, data);
     }
     const std::int64_t k = std::int64_t(p.affine_length());
-    g_ = at::from_blob(const_cast<float*>(b.gamma), {k}, f32);
-    b_ = at::from_blob(const_cast<float*>(b.beta), {k}, f32);
+    auto params = [&](const float* v) {  // a copy in the data type, made once (untimed)
+      return at::from_blob(const_cast<float*>(v), {k}, f32).to(data.dtype());
+    };
+    g_ = params(b.gamma);
+    b_ = params(b.beta);
     if (p.op == op_kind::batch_norm_inference) {
-      rm_ = at::from_blob(const_cast<float*>(b.mean), {k}, f32);
-      rv_ = at::from_blob(const_cast<float*>(b.var), {k}, f32);
+      rm_ = params(b.mean);
+      rv_ = params(b.var);
     } else if (p.op == op_kind::batch_norm_training) {
-      rm_ = at::zeros({k}, f32);  // updated in place, as nn.BatchNorm2d in training does
-      rv_ = at::ones({k}, f32);
+      rm_ = at::zeros({k}, data);  // updated in place, as nn.BatchNorm2d in training does
+      rv_ = at::ones({k}, data);
     }
   }
 
@@ -158,14 +164,14 @@ class torch_op final : public peer_op {
   const float* output() override {
     const auto fmt =
         p_.lay == layout::nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
-    if (!out_.is_contiguous(fmt)) out_ = out_.contiguous(fmt);
-    return out_.data_ptr<float>();
+    float_out_ = out_.to(at::kFloat).contiguous(fmt);
+    return float_out_.data_ptr<float>();
   }
 
   // The output block itself when the caching allocator made it (it never returns memory, so
   // writing there between runs is safe even if a later run got another block), else y.
-  float* copy_target() override {
-    float* p = out_.defined() ? out_.data_ptr<float>() : nullptr;
+  void* copy_target() override {
+    void* p = out_.defined() ? out_.data_ptr() : nullptr;
     return p && caching_cpu_allocator::owns(p) ? p : y_;
   }
 
@@ -179,8 +185,8 @@ class torch_op final : public peer_op {
 
   problem p_;
   int threads_;
-  float* y_;
-  at::Tensor x_, g_, b_, rm_, rv_, out_;
+  void* y_;
+  at::Tensor x_, g_, b_, rm_, rv_, out_, float_out_;
 };
 
 std::unique_ptr<peer_op> make(const problem& p, const io& b, int threads, std::string* why) {

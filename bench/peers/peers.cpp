@@ -5,7 +5,23 @@
 #include <omp.h>
 #endif
 
+#include <cstring>
+
 namespace peers {
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return std::uint16_t((u >> 16) | 0x40u);  // quiet NaN
+  return std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
 
 void omp_fork(int threads, void (*fn)(void* ctx, int t), void* ctx) {
 #if defined(_OPENMP)

@@ -27,8 +27,15 @@ namespace peers {
 
 enum class op_kind { layer_norm, batch_norm_inference, batch_norm_training, group_norm };
 enum class layout { rows, nchw, nhwc };
+/// The element type of x and y (gamma, beta and the running statistics are f32 throughout).
+enum class elem { f32, bf16 };
 
-/// One forward normalization problem on dense float tensors.
+/// bf16 bits -> float (exact) and float -> bf16 bits (round to nearest even, NaN kept quiet):
+/// the peers' outputs are compared and measured as floats.
+float bf16_to_float(std::uint16_t b);
+std::uint16_t float_to_bf16(float f);
+
+/// One forward normalization problem on dense tensors of f32 or bf16.
 ///   layer_norm: x is [n, c] (rows = n, normalized length D = c); h = w = 1, layout rows.
 ///   batch_norm_*: x is (n, c, h, w) in NCHW or NHWC memory order; per-channel gamma/beta
 ///                 (and running mean/var for inference).
@@ -39,17 +46,20 @@ struct problem {
   std::int64_t n = 1, c = 1, h = 1, w = 1;
   int groups = 0;
   float eps = 1e-5f;
+  elem type = elem::f32;
 
   std::size_t elements() const { return std::size_t(n * c * h * w); }
+  std::size_t element_bytes() const { return type == elem::bf16 ? 2 : 4; }
   /// Length of gamma/beta: the row length D for LayerNorm, the channel count otherwise.
   std::size_t affine_length() const { return std::size_t(c); }
 };
 
-/// The buffers one problem runs on. `y` receives the output for peers that write in place;
-/// `mean`/`var` are the running statistics (BatchNorm inference only).
+/// The buffers one problem runs on: x and y of the problem's element type. `y` receives the
+/// output for peers that write in place; `mean`/`var` are the running statistics (BatchNorm
+/// inference only).
 struct io {
-  const float* x = nullptr;
-  float* y = nullptr;
+  const void* x = nullptr;
+  void* y = nullptr;
   const float* gamma = nullptr;
   const float* beta = nullptr;
   const float* mean = nullptr;
@@ -63,12 +73,13 @@ class peer_op {
   virtual ~peer_op() = default;
   /// One forward pass: the timed call.
   virtual void run() = 0;
-  /// After run(): the output in the problem's layout (dense). Untimed; may convert.
+  /// After run(): the output in the problem's layout (dense), as floats (a bf16 output
+  /// converted). Untimed.
   virtual const float* output() = 0;
-  /// After run(): where the benchmark's interleaved copy (of elements() floats) may write
+  /// After run(): where the benchmark's interleaved copy (of the output's bytes) may write
   /// between runs: the memory the op writes its output to, so that the copy limit is measured
   /// with the caches as the op leaves them. The y buffer for peers that write in place.
-  virtual float* copy_target() = 0;
+  virtual void* copy_target() = 0;
 };
 
 /// One peer implementation.

@@ -42,18 +42,19 @@ def x_bytes(op, params):
     d = dict(params)
     if "x_MiB" in d:
         return float(d["x_MiB"]) * MiB
+    elem = 2.0 if op.endswith(("_bf16", "_f16")) else 4.0
     t = dims_token(params)
     if t:
-        return 4.0 * math.prod(int(v) for v in t.split("x"))
+        return elem * math.prod(int(v) for v in t.split("x"))
     dims = [int(d[k]) for k in ("N", "C", "H", "W") if k in d]
     if len(dims) == 4:
-        return 4.0 * math.prod(dims)
+        return elem * math.prod(dims)
     return None
 
 
 def shape_text(op, params):
     d = dict(params)
-    if op in ("layer_norm", "layer_norm_single_mean", "rms_norm") and "D" in d and "x_MiB" in d:
+    if "D" in d and "x_MiB" in d:  # the row ops
         return "D=%s, x %s MiB" % (d["D"], d["x_MiB"])
     out = []
     for k, v in params:
@@ -124,16 +125,18 @@ def load_bench(paths):
 
 
 def load_accuracy(paths):
-    """results: (op, layout, shape, input) -> impl -> entry; impls: the implementations, in
-    order of appearance, without the "f32_floor" reference row."""
+    """results: (op, type, layout, shape, input) -> impl -> entry; impls: the implementations,
+    in order of appearance, without the "floor" reference row (named "f32_floor" before the
+    bf16 rows)."""
     results = {}
     impls = []
     for p in paths:
         with open(p) as f:
             data = json.load(f)
         for e in data.get("results", []):
-            k = (e["op"], e["layout"], e["shape"], e["input"])
-            results.setdefault(k, {})[e["impl"]] = e
-            if e["impl"] not in impls and e["impl"] != "f32_floor":
-                impls.append(e["impl"])
+            k = (e["op"], e.get("type", "f32"), e["layout"], e["shape"], e["input"])
+            impl = "floor" if e["impl"] == "f32_floor" else e["impl"]
+            results.setdefault(k, {})[impl] = e
+            if impl not in impls and impl != "floor":
+                impls.append(impl)
     return results, impls

@@ -16,6 +16,11 @@ OP_TITLES = {
     "batch_norm_inference": "BatchNorm inference",
     "batch_norm_training": "BatchNorm training-mode forward (batch statistics)",
     "group_norm32": "GroupNorm(32) forward",
+    "layer_norm_bf16": "LayerNorm forward, bf16 x and y",
+    "rms_norm_bf16": "RMSNorm forward, bf16 x and y",
+    "batch_norm_inference_bf16": "BatchNorm inference, bf16 x and y",
+    "batch_norm_training_bf16": "BatchNorm training-mode forward, bf16 x and y",
+    "group_norm32_bf16": "GroupNorm(32) forward, bf16 x and y",
 }
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template.md")
 _BLOCK = re.compile(r"^<!-- block (\w+) -->\n", re.M)
@@ -139,8 +144,8 @@ def losses_section(rows, t):
 
 def accuracy_table(results, impls):
     impls = sorted(impls, key=impl_order)
-    out = ["| op | layout | shape | input | f32 floor | " + " | ".join(impls) + " |",
-           "|" + "---|" * (5 + len(impls))]
+    out = ["| op | type | layout | shape | input | floor | " + " | ".join(impls) + " |",
+           "|" + "---|" * (6 + len(impls))]
 
     def f(e):
         if e is None:
@@ -151,11 +156,11 @@ def accuracy_table(results, impls):
         s = "0" if v == 0 else "%.2g" % v
         return s + (" (non-finite!)" if e.get("note") == "non-finite outputs" else "")
 
-    order = {"N(0,1)": 0, "1e4+N(0,1)": 1, "1e6+N(0,1)": 2}
-    for k in sorted(results, key=lambda k: (k[0] != "layer_norm", k[0], k[1], k[2],
-                                            order.get(k[3], 9))):
+    order = {"N(0,1)": 0, "1e4+N(0,1)": 1, "1e6+N(0,1)": 2, "16+N(0,1)": 1, "256+N(0,1)": 2}
+    for k in sorted(results, key=lambda k: (k[1] != "f32", k[0] != "layer_norm", k[0], k[2],
+                                            k[3], order.get(k[4], 9))):
         r = results[k]
-        out.append("| %s | %s | %s | %s | %s | " % (k[0], k[1], k[2], k[3], f(r.get("f32_floor")))
+        out.append("| %s | %s | %s | %s | %s | %s | " % (k + (f(r.get("floor")),))
                    + " | ".join(f(r.get(i)) for i in impls) + " |")
     notes = sorted({"%s on %s: %s" % (i, k[0], e["note"]) for k, r in results.items()
                     for i, e in r.items() if e.get("max_abs_error") is None and e.get("note")})
