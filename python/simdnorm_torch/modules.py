@@ -275,6 +275,52 @@ def _rms_subclass(base):
     return _rms_subclasses[base]
 
 
+_gated_subclasses = {}
+_GATE_NAMES = ("gate", "z")  # Hugging Face's RMSNormGated, mamba_ssm's RMSNorm
+
+
+def _gated_subclass(base):
+    """A subclass of a user's gated RMSNorm class, forward(x, gate=None) (the gate also by the
+    keyword gate or z), whose forward runs on simdnorm's rms_norm_gated."""
+    if base not in _gated_subclasses:
+        def forward(self, x, *args, **kwargs):
+            slow = super(cls, self).forward
+            gate = args[0] if args else next((kwargs[n] for n in _GATE_NAMES if n in kwargs), None)
+            if len(args) + len(kwargs) > 1 or (kwargs and not set(kwargs) <= set(_GATE_NAMES)):
+                return slow(x, *args, **kwargs)  # arguments this conversion does not know
+            eps = float(getattr(self, self._simdnorm_eps_name))
+            if not _rows_dense(x, 1):
+                return _layout_fallback("rms_norm_gated", x, lambda x: slow(x, *args, **kwargs))
+            if gate is None:
+                return _run("rms_norm_gated",
+                            lambda: _ops.rms_norm(x, [x.size(-1)], self.weight, eps),
+                            lambda x: slow(x), x, self.weight)
+            before = bool(getattr(self, "norm_before_gate", True))
+            return _run("rms_norm_gated",
+                        lambda: _ops.rms_norm_gated(x, gate, self.weight, eps, 0.0, before),
+                        lambda x: slow(x, *args, **kwargs), x, self.weight, gate)
+
+        cls = type("Simdnorm" + base.__name__, (base,), {"forward": forward,
+                                                         "__module__": __name__})
+        _gated_subclasses[base] = cls
+    return _gated_subclasses[base]
+
+
+def _gated_problem(m):
+    """Checks a user gated RMSNorm; returns a reason or None."""
+    eps_name = next((n for n in _RMS_EPS_NAMES if hasattr(m, n)), None)
+    if eps_name is None:
+        return "no eps attribute (" + ", ".join(_RMS_EPS_NAMES) + ")"
+    weight = getattr(m, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 1:
+        return "no one-dimensional weight"
+    group = getattr(m, "group_size", None)
+    if group is not None and group != weight.shape[0]:
+        return f"group_size={group}: a norm per group of the row (only whole rows run here)"
+    m._simdnorm_eps_name = eps_name
+    return None
+
+
 _CONVERSIONS = {
     nn.LayerNorm: LayerNorm,
     nn.GroupNorm: GroupNorm,
@@ -337,7 +383,7 @@ def _rms_problem(m, weight_offset):
     return None
 
 
-def convert(model, rms_norm_classes=()):
+def convert(model, rms_norm_classes=(), gated_rms_norm_classes=()):
     """Swaps, in place, the normalization modules of `model` for simdnorm's.
 
     Converts modules whose class is exactly nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d/2d/3d or
@@ -347,6 +393,13 @@ def convert(model, rms_norm_classes=()):
     `variance_epsilon`) attribute and `normalized_shape` or a `weight` of that shape. An entry
     may be a pair (cls, weight_offset) for classes that scale by weight + weight_offset, such as
     Gemma's RMSNorm, x * rsqrt(...) * (1 + weight): (GemmaRMSNorm, 1.0).
+
+    `gated_rms_norm_classes`: gated RMSNorm modules over the last dim, forward(x, gate=None)
+    (the gate also as the keyword gate or z), computing rms_norm(x) * weight * silu(gate), or
+    with an attribute norm_before_gate that is False, rms_norm(x * silu(gate)) * weight
+    (Hugging Face's Qwen3-Next RMSNormGated, mamba_ssm's RMSNorm with group_size None or the
+    whole row), with an eps attribute and a one-dimensional `weight`; see RMSNormGated for
+    where the roundings differ.
 
     A module keeps its identity, parameters, buffers, hooks and state_dict keys: only its class
     changes (to a subclass of the original), so converted and original models load the same
@@ -363,7 +416,12 @@ def convert(model, rms_norm_classes=()):
             raise ValueError(f"convert: {cls.__name__} given with weight offsets "
                              f"{rms_offsets[cls]} and {offset}")
         rms_offsets[cls] = float(offset)
-    simd_classes = set(_CONVERSIONS.values()) | {RMSNorm} | set(_rms_subclasses.values())
+    gated = set(gated_rms_norm_classes)
+    if gated & set(rms_offsets):
+        raise ValueError("convert: a class given both as an RMSNorm and a gated RMSNorm: " +
+                         ", ".join(c.__name__ for c in gated & set(rms_offsets)))
+    simd_classes = (set(_CONVERSIONS.values()) | {RMSNorm, RMSNormGated} |
+                    set(_rms_subclasses.values()) | set(_gated_subclasses.values()))
     for name, m in model.named_modules():
         cls = type(m)
         if cls in simd_classes:
@@ -376,6 +434,9 @@ def convert(model, rms_norm_classes=()):
         elif cls in rms_offsets:
             target = _rms_subclass(cls)
             why = _tensors_problem(m) or _rms_problem(m, rms_offsets[cls])
+        elif cls in gated:
+            target = _gated_subclass(cls)
+            why = _tensors_problem(m) or _gated_problem(m)
         elif isinstance(m, _NORM_BASES):
             why = "subclass of a torch.nn norm class (its own forward)"
         else:

@@ -4,6 +4,7 @@ fused_add_*(residual_bias=...), rms_norm_add / layer_norm_add, *_norm_modulate,
 rms_norm_quant / layer_norm_quant and their _asymmetric and _static forms, *_moments / *_apply /
 merge_moments).
 """
+import copy
 import math
 
 import pytest
@@ -620,3 +621,90 @@ def test_rms_norm_gated_module_gate_before_norm():
     want = m._reference(x, z).double()
     assert ((got.double() - want).abs() <= bound_of(want, torch.float32)).all()
     assert "norm_before_gate=False" in repr(m)
+
+
+class UserGatedRMSNorm(torch.nn.Module):
+    """A model's own gated RMSNorm, as Hugging Face's Qwen3-Next writes it: forward(x, gate)."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states, gate=None):
+        if gate is None:
+            h = hidden_states.float()
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+            return self.weight * h.to(hidden_states.dtype)
+        return qwen3_next_rms_norm_gated(hidden_states, gate, self.weight, self.variance_epsilon)
+
+
+class MambaGatedRMSNorm(torch.nn.Module):
+    """mamba_ssm's gated RMSNorm (layernorm_gated.RMSNorm, reference path): forward(x, z),
+    norm_before_gate and group_size attributes."""
+
+    def __init__(self, hidden_size, eps=1e-5, group_size=None, norm_before_gate=True):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.register_parameter("bias", None)
+        self.group_size = group_size
+        self.norm_before_gate = norm_before_gate
+
+    def forward(self, x, z=None):
+        dtype = x.dtype
+        h, w = x.float(), self.weight.float()
+        if z is not None and not self.norm_before_gate:
+            h = h * F.silu(z.float())
+        g = self.group_size or h.size(-1)
+        hg = h.unflatten(-1, (-1, g))
+        h = (hg * torch.rsqrt(hg.pow(2).mean(-1, keepdim=True) + self.eps)).flatten(-2)
+        out = h * w
+        if z is not None and self.norm_before_gate:
+            out = out * F.silu(z.float())
+        return out.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_convert_gated_rms_norm_classes(dtype):
+    """convert(gated_rms_norm_classes=...) runs a model's own gated RMSNorm on rms_norm_gated:
+    the gate positional or by keyword, norm before or after the gate, without a gate; a
+    group-wise norm is left to PyTorch."""
+    model = torch.nn.ModuleDict({
+        "hf": UserGatedRMSNorm(64), "mamba": MambaGatedRMSNorm(64, norm_before_gate=False),
+        "grouped": MambaGatedRMSNorm(64, group_size=16)}).to(dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(1.0, 0.5)
+    ref = copy.deepcopy(model)  # the originals
+    report = simdnorm_torch.convert(
+        model, gated_rms_norm_classes=(UserGatedRMSNorm, MambaGatedRMSNorm))
+    assert report.converted == {"UserGatedRMSNorm": 1, "MambaGatedRMSNorm": 1}
+    assert [(n, why.startswith("group_size=16")) for n, _, why in report.skipped] == [
+        ("grouped", True)]
+    assert set(model.state_dict()) == {"hf.weight", "mamba.weight", "grouped.weight"}
+    x, z = torch.randn(3, 5, 64).to(dtype), (2 * torch.randn(3, 5, 64)).to(dtype)
+    w_hf, w_mamba = model["hf"].weight, model["mamba"].weight
+    before = simdnorm_torch.fallback_counts()
+    with torch.inference_mode():
+        got = {"positional": model["hf"](x, z), "keyword": model["hf"](x, gate=z),
+               "no gate": model["hf"](x), "mamba": model["mamba"](x, z=z)}
+        assert torch.equal(got["positional"], ops.rms_norm_gated(x, z, w_hf, 1e-6))
+        assert torch.equal(got["keyword"], got["positional"])
+        assert torch.equal(got["no gate"], ops.rms_norm(x, [64], w_hf, 1e-6))
+        assert torch.equal(got["mamba"], ops.rms_norm_gated(x, z, w_mamba, 1e-5, 0.0, False))
+        # each within the float32 bound plus the dtype's roundings of the exact value (the
+        # originals round norm(x) (Hugging Face) or x * silu(z) (simdnorm) once more)
+        exact_hf = rms64(x) * w_hf.double() * F.silu(z.double())
+        xz = x.double() * F.silu(z.double())
+        exact_mamba = rms64(xz, w_mamba, eps=1e-5)
+        for mine, theirs, exact in ((got["positional"], ref["hf"](x, z), exact_hf),
+                                    (got["mamba"], ref["mamba"](x, z), exact_mamba)):
+            bound = 3 * bound_of(exact, dtype)
+            assert ((mine.double() - exact).abs() <= bound).all()
+            assert ((theirs.double() - exact).abs() <= bound).all()
+        assert torch.equal(model["grouped"](x, z), ref["grouped"](x, z))  # PyTorch's own
+    assert simdnorm_torch.fallback_counts() == before
+    with pytest.raises(ValueError, match="both as an RMSNorm and a gated RMSNorm"):
+        simdnorm_torch.convert(UserGatedRMSNorm(4), rms_norm_classes=(UserGatedRMSNorm,),
+                               gated_rms_norm_classes=(UserGatedRMSNorm,))
