@@ -806,11 +806,12 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   p->cfg.quant_block = std::size_t(quant.block);
   p->cfg.quant_inv_scale = 1.f / quant.scale;
   p->cfg.quant_zero_point = float(quant.zero_point);
-  // Streaming stores write whole vectors of floats: f32 outputs only.
+  // Beyond the caches: streaming stores for an f32 y, and for an f32 or 16-bit y the
+  // prefetch of x that goes with them (io::stream stores a 16-bit vector regularly).
   const std::size_t elements = std::size_t(rows) * std::size_t(cols);
   // Not with gate_before_norm (y is read back) or residual_after_norm (its kernels store
   // regularly: in place, y's lines are read as the residual anyway).
-  p->cfg.stream = y.type == dtype::f32 && !gate_before_norm && !fused.residual_after_norm &&
+  p->cfg.stream = !y8 && !gate_before_norm && !fused.residual_after_norm &&
                   use_streaming_stores(stores, elements * p->x_elem, elements * p->y_elem);
   // Tasks of about kTaskElements, in whole kernel tiles: the kernel takes short rows one vector
   // of rows at a time and long rows kRowGroup at a time (tuning.hpp).

@@ -198,10 +198,11 @@ using test::unit_roundoff;
 
 /// One [rows, cols] case with row padding, misalignment and optionally in place: y against the
 /// float64 result of the x values as stored, within the f32 op's bound (see test_layer_norm.cpp,
-/// test_rms_norm.cpp, test_lp_norm.cpp) plus the rounding of the output type.
-void check_typed(simdnorm::isa active, row_op op, dtype xt, dtype yt, std::size_t rows,
-                 std::size_t cols, std::size_t pad, std::size_t mis, bool in_place,
-                 std::uint32_t seed, double offset) {
+/// test_rms_norm.cpp, test_lp_norm.cpp) plus the rounding of the output type. Returns y.
+std::vector<float> check_typed(simdnorm::isa active, row_op op, dtype xt, dtype yt,
+                               std::size_t rows, std::size_t cols, std::size_t pad, std::size_t mis,
+                               bool in_place, std::uint32_t seed, double offset,
+                               simdnorm::store_policy stores = simdnorm::store_policy::automatic) {
   CAPTURE(std::string(row_op_name(op)));
   CAPTURE(std::string(simdnorm::dtype_name(xt)));
   CAPTURE(std::string(simdnorm::dtype_name(yt)));
@@ -222,11 +223,17 @@ void check_typed(simdnorm::isa active, row_op op, dtype xt, dtype yt, std::size_
   simdnorm::plan p;
   simdnorm::status s;
   if (op == row_op::layer_norm) {
-    s = simdnorm::plan::layer_norm(xd, yd, {1, 1e-5f}, &p);
+    simdnorm::layer_norm_params prm{1, 1e-5f};
+    prm.stores = stores;
+    s = simdnorm::plan::layer_norm(xd, yd, prm, &p);
   } else if (op == row_op::rms_norm) {
-    s = simdnorm::plan::rms_norm(xd, yd, {1, 1e-6f}, &p);
+    simdnorm::rms_norm_params prm{1, 1e-6f};
+    prm.stores = stores;
+    s = simdnorm::plan::rms_norm(xd, yd, prm, &p);
   } else {
-    s = simdnorm::plan::lp_norm(xd, yd, {}, &p);
+    simdnorm::lp_norm_params prm;
+    prm.stores = stores;
+    s = simdnorm::plan::lp_norm(xd, yd, prm, &p);
   }
   REQUIRE_MESSAGE(s.ok(), s.message());
   REQUIRE(p.kernel_isa() == active);
@@ -284,6 +291,7 @@ void check_typed(simdnorm::isa active, row_op op, dtype xt, dtype yt, std::size_
   CHECK_MESSAGE(bad.none(), bad.report());
   CHECK(x.raw.guards_intact());
   CHECK(y.raw.guards_intact());
+  return out;
 }
 
 const std::size_t kCols[] = {1, 3, 7, 8, 15, 16, 17, 33, 64, 100, 255, 256, 257, 768, 2049};
@@ -317,6 +325,28 @@ TEST_CASE("dtypes: padded, misaligned, in place and with a large mean" *
         check_typed(i, row_op::layer_norm, t, dtype::f32, 9, cols, 2, 2, false, 79, 100.0);
         check_typed(i, row_op::layer_norm, dtype::f32, t, 9, cols, 2, 1, false, 80, 1e4);
       }
+  });
+}
+
+// A 16-bit y beyond the caches takes the kernels' large-tensor instances (x prefetched ahead,
+// regular stores: streaming stores are f32 only); store_policy::streaming forces them here.
+TEST_CASE("dtypes: 16-bit y with the large-tensor path matches float64 and regular stores" *
+          doctest::skip(!test::all_dtypes)) {
+  test::for_each_isa([](simdnorm::isa i) {
+    std::uint32_t seed = 900;
+    for (row_op op : {row_op::layer_norm, row_op::rms_norm, row_op::l2_norm})
+      for (dtype xt : kTypes)
+        for (dtype yt : {dtype::bf16, dtype::f16})
+          for (std::size_t cols : {7, 16, 64, 100, 768}) {
+            const std::size_t mis = seed % 3;
+            const bool in_place = xt == yt && seed % 2 == 0;
+            ++seed;
+            const auto streamed = check_typed(i, op, xt, yt, 37, cols, 3, mis, in_place, seed, 0.0,
+                                              simdnorm::store_policy::streaming);
+            const auto regular = check_typed(i, op, xt, yt, 37, cols, 3, mis, in_place, seed, 0.0,
+                                             simdnorm::store_policy::regular);
+            CHECK(test::bitwise_equal(streamed.data(), regular.data(), regular.size()));
+          }
   });
 }
 

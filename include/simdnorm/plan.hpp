@@ -33,6 +33,8 @@ struct plan_access;
 /// and skip the read-for-ownership of each output line. They pay off only when y could not
 /// stay in any cache; where y would fit in the L3 they send it to memory and cost up to half
 /// the bandwidth (measurements: docs/design.md, "Store policy"). Never changes a bit of y.
+/// Streaming stores write f32 outputs; a bf16 or f16 y is stored regularly, but where the
+/// policy streams, the row ops prefetch x ahead for it as they do for an f32 y.
 enum class store_policy : int {
   /// streaming when x and y together exceed 3/4 of all the machine's caches (the L2 of every
   /// online CPU plus the L3): y could not stay in cache for the next op anyway.

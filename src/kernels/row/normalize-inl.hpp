@@ -9,8 +9,9 @@
 //   L1); the normalize pass re-reads x from cache and writes y. Rows are handled in groups
 //   (below) that stay in L2 (kGroupBytes), so x is read from memory once and y written once:
 //   8 bytes of traffic per element. A single row longer than the L2 is correct but read from
-//   memory twice (12 bytes per element). With `stream`, y goes out with non-temporal stores
-//   (no read-for-ownership, no cache pollution) and the next group's rows are prefetched into
+//   memory twice (12 bytes per element). With `stream`, an f32 y goes out with non-temporal
+//   stores (no read-for-ownership, no cache pollution; a 16-bit y is stored regularly) and,
+//   for every y type, the next group's rows are prefetched into
 //   L2 (not L1: L1 holds the group in hand) from both passes: one line per vector stored in
 //   the normalize pass, one line per row (short rows) or per 4 vectors of each interleaved row
 //   set (long rows) in the statistics pass. One core's memory reads are limited by the
@@ -357,8 +358,9 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
 /// Calls f(G, B, E, S) for the affine terms present (gamma, beta: std::bool_constant), the
 /// epilogue (E: epilogue_constant) and the store kind (S: streaming), among those the op can
 /// have (Stats::has_gamma, has_beta, has_gate, has_residual_after; the plan refuses the others):
-/// each is its own instantiation. Streaming stores are only asked for float outputs, and not
-/// with the post-norm add (the plan turns them off there). adaLN modulation is no variant: the
+/// each is its own instantiation. The streaming instances exist for float and 16-bit outputs
+/// (8-bit ones store through the quantizer), and not with the post-norm add (the plan turns
+/// them off there). adaLN modulation is no variant: the
 /// plan folds it into cfg.gamma and cfg.beta per batch. An op whose beta is only that fold
 /// (Stats::beta_from_modulation: RMSNorm) has it with gamma and without an epilogue, so its beta
 /// adds one variant, not six.
@@ -367,7 +369,7 @@ inline void with_row_variant(const row_norm_config& cfg, const row_block& blk, F
   constexpr bool G = Stats::has_gamma, B = Stats::has_beta;
   constexpr bool kGate = Stats::has_gate, kAdd = Stats::has_residual_after && !is_8bit<TY>;
   const auto stores = [&](auto gamma, auto beta, auto epilogue) {
-    if constexpr (std::is_same_v<TY, float>)
+    if constexpr (!is_8bit<TY>)
       if (cfg.stream) return f(gamma, beta, epilogue, std::true_type{});
     f(gamma, beta, epilogue, std::false_type{});
   };
