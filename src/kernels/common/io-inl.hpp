@@ -291,17 +291,19 @@ inline V load_8bit(const T* p) {
 
 /// The I/O policy: how the kernels read x and write y, whose element type the caller chooses
 /// (float, bf16_t, f16_t). Everything else (statistics, parameters, arithmetic) is f32.
+/// Always inlined: every kernel's inner loop goes through these, and the compiler left the
+/// 16-bit stores (hardware path, integer fallback) as a call per vector.
 struct io {
   template <class V>
-  static V load(const float* p) {
+  SIMDNORM_ALWAYS_INLINE static V load(const float* p) {
     return V::load_unaligned(p);
   }
   template <class V>
-  static V load(const bf16_t* p) {
+  SIMDNORM_ALWAYS_INLINE static V load(const bf16_t* p) {
     return load_bf16<V>(p);
   }
   template <class V>
-  static V load(const f16_t* p) {
+  SIMDNORM_ALWAYS_INLINE static V load(const f16_t* p) {
     if constexpr (V::size == 1)
       return V(to_f32(*p));
     else if constexpr (f16_hardware<V::size>::available)
@@ -310,32 +312,32 @@ struct io {
       return load_f16_soft<V>(p);
   }
   template <class V>
-  static V load(const i8_t* p) {
+  SIMDNORM_ALWAYS_INLINE static V load(const i8_t* p) {
     return load_8bit<V>(p);
   }
   template <class V>
-  static V load(const f8e4m3fn_t* p) {
+  SIMDNORM_ALWAYS_INLINE static V load(const f8e4m3fn_t* p) {
     return load_8bit<V>(p);
   }
   template <class V>
-  static V load(const u8_t* p) {
+  SIMDNORM_ALWAYS_INLINE static V load(const u8_t* p) {
     return load_8bit<V>(p);
   }
   template <class T>
-  static float load1(const T* p) {
+  SIMDNORM_ALWAYS_INLINE static float load1(const T* p) {
     return to_f32(*p);
   }
 
   template <class V>
-  static void store(float* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void store(float* p, const V& v) {
     v.store_unaligned(p);
   }
   template <class V>
-  static void store(bf16_t* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void store(bf16_t* p, const V& v) {
     store_bf16<V>(p, v);
   }
   template <class V>
-  static void store(f16_t* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void store(f16_t* p, const V& v) {
     if constexpr (V::size == 1)
       *p = to_f16(v.v);
     else if constexpr (f16_hardware<V::size>::available)
@@ -344,21 +346,21 @@ struct io {
       store_f16_soft<V>(p, v);
   }
   template <class V>
-  static void store(i8_t* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void store(i8_t* p, const V& v) {
     if constexpr (V::size == 1)
       *p = to_i8(v.v);
     else
       store_int_codes<V>(p, v, -128.f, 127.f);
   }
   template <class V>
-  static void store(u8_t* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void store(u8_t* p, const V& v) {
     if constexpr (V::size == 1)
       *p = to_u8(v.v);
     else
       store_int_codes<V>(p, v, 0.f, 255.f);
   }
   template <class V>
-  static void store(f8e4m3fn_t* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void store(f8e4m3fn_t* p, const V& v) {
     if constexpr (V::size == 1)
       *p = to_f8e4m3fn(v.v);
     else
@@ -366,14 +368,14 @@ struct io {
   }
   /// Non-temporal store of a full vector; p is stream_alignment<V, T>()-aligned.
   template <class V, class T>
-  static void stream(T* p, const V& v) {
+  SIMDNORM_ALWAYS_INLINE static void stream(T* p, const V& v) {
     if constexpr (std::is_same_v<T, float>)
       store_stream<V>(p, v);
     else
       store(p, v);  // 16-bit outputs: plans do not ask for streaming stores
   }
   template <class T>
-  static void store1(T* p, float v) {
+  SIMDNORM_ALWAYS_INLINE static void store1(T* p, float v) {
     *p = from_f32<T>(v);
   }
 };
