@@ -372,7 +372,7 @@ struct io {
     if constexpr (std::is_same_v<T, float>)
       store_stream<V>(p, v);
     else
-      store(p, v);  // 16-bit outputs: plans do not ask for streaming stores
+      store(p, v);  // 16-bit outputs: regular stores (the row plans stream them for the prefetch)
   }
   template <class T>
   SIMDNORM_ALWAYS_INLINE static void store1(T* p, float v) {
