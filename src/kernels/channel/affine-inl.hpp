@@ -14,10 +14,11 @@
 //   io (common/io-inl.hpp); the arithmetic is f32 whatever they are, so a 16-bit x gives the
 //   bits of the f32 tensor holding the same values, rounded once into y's type.
 // Memory traffic per element: x read once, y written once (8 bytes in f32, 4 in bf16 / f16),
-//   parameters from L1. With `stream` (f32 y only: plans never ask it of a 16-bit y), y goes
-//   out with non-temporal stores (aligned body, scalar head and tail) and x is prefetched
-//   kStreamPrefetch floats' worth of bytes ahead: beyond the last-level cache both are needed
-//   to approach the copy limit (docs/performance.md).
+//   parameters from L1. With `stream` (f32 y beyond the last-level cache), y goes out with
+//   non-temporal stores (aligned body, scalar head and tail) and x is prefetched
+//   kStreamPrefetch floats' worth of bytes ahead: both are needed to approach the copy limit.
+//   A 16-bit y is stored regularly without the prefetch, which gained nothing there
+//   (docs/performance.md).
 // Partial vectors: a partial last vector is computed from a full vector ending at the row's
 //   end, loaded before the body is stored and stored last, so in-place use (y == x) stays
 //   correct. Rows shorter than a vector run scalar.
@@ -33,18 +34,28 @@ inline V relu_max(const V& v, const V& floor) {
   return select(v < floor, floor, v);
 }
 
+/// The streaming passes' software prefetch of x, once per cache line of x walked (i: the
+/// element about to be loaded): the hardware prefetchers alone keep too few misses in flight
+/// for one core to read DRAM at its copy rate. A prefetch past the end of x never faults.
+template <bool Stream, class TX>
+SIMDNORM_ALWAYS_INLINE void prefetch_ahead(const TX* x, std::size_t i) {
+  if constexpr (Stream) {
+    constexpr std::size_t ahead = kStreamPrefetch * sizeof(float) / sizeof(TX);
+    if (i % line_elements<TX>() == 0) __builtin_prefetch(x + i + ahead, 0, 3);
+  }
+}
+
 /// y[0, n) = f(x[0, n)) for a unary vector/scalar pair, with the overlapping partial last
 /// vector described in the banner, or streaming stores. Inlined into the plane and row loops:
 /// a 7x7 plane is 4 vectors, so a call per plane would cost as much as the plane.
 template <class V, bool Stream, class TX, class TY, class FV, class F1>
 SIMDNORM_ALWAYS_INLINE void map_row(const TX* x, TY* y, std::size_t n, FV fv, F1 f1) {
   constexpr std::size_t W = V::size;
-  if constexpr (Stream) {  // large data: also prefetch x a few KiB ahead, as memcpy does
-    constexpr std::size_t ahead = kStreamPrefetch * sizeof(float) / sizeof(TX);
+  if constexpr (Stream) {
     store_row<V, true>(
         y, n,
         [&](std::size_t i) {
-          if (i % line_elements<TX>() == 0) __builtin_prefetch(x + i + ahead, 0, 3);
+          prefetch_ahead<true>(x, i);
           return fv(io::load<V>(x + i), i);
         },
         [&](std::size_t i) { return f1(io::load1(x + i), i); });

@@ -40,6 +40,7 @@ void flat_planes_affine(const TX* x, TY* y, std::size_t count, std::size_t len,
       a = select(m, V(sc[q]), a);
       b = select(m, V(sh[q]), b);
     }
+    prefetch_ahead<Stream>(x, i);
     V v = io::load<V>(x + i);
     if constexpr (Center) v = v - c;
     v = fma(v, a, b);

@@ -57,6 +57,7 @@ void periodic_affine(const TX* x, TY* y, std::size_t n, std::size_t cols, const 
     va[k] = load<V>(pa + k * W), vb[k] = load<V>(pb + k * W);
   }
   auto vec = [&](std::size_t at, std::size_t k) {
+    prefetch_ahead<Stream>(x, at);
     V v = io::load<V>(x + at);
     if constexpr (Center) v = v - vc[k];
     v = fma(v, va[k], vb[k]);
