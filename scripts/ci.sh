@@ -17,7 +17,8 @@
 #   asan      AddressSanitizer + UBSan build, the full suite (every ISA), must be clean
 #   tsan      ThreadSanitizer build of the concurrency test (scripts/tsan.sh), must be clean
 #   torch     the PyTorch extension (python/): Debian's torch 1.13, its pytest suite with real
-#             torchvision models converted (scripts/torch.sh)
+#             torchvision models converted (scripts/torch.sh), linked against the release
+#             stage's library installed to a temporary prefix (find_package), not a second build
 #   fuzz      the C API's libFuzzer harness (clang-16, ASan + UBSan) replaying the committed
 #             corpus (scripts/fuzz.sh 0; open-ended fuzzing is scripts/fuzz.sh SECONDS)
 #   arm       aarch64 cross build (NEON) with oneTBB and the benchmark, against Debian's arm64
@@ -196,8 +197,13 @@ stage_fuzz() {
 }
 
 # ---- torch: the PyTorch extension and its pytest suite ---------------------------------------
+# The extension links the release stage's library: compiling every ISA and dtype instance a second
+# time would test nothing that stage did not.
 stage_torch() {
-  SIMDNORM_TORCH_BUILD="$build/torch" SIMDNORM_TORCH_JOBS="$jobs" "$root/scripts/torch.sh"
+  [ -d "$build/release" ] || stage_release
+  cmake --install "$build/release" --prefix "$ci_tmp/release" >/dev/null
+  SIMDNORM_TORCH_PREFIX="$ci_tmp/release" SIMDNORM_TORCH_BUILD="$build/torch" \
+    SIMDNORM_TORCH_JOBS="$jobs" "$root/scripts/torch.sh"
 }
 
 # ---- arm: aarch64 cross build, tests and a benchmark smoke under qemu-aarch64 -----------------
