@@ -15,12 +15,13 @@
 // The fused forms (docs/fusions.md) work over the last dim: the residual add with an optional
 // residual bias (ONNX Runtime's SkipLayerNormalization), gated RMSNorm, int8 / fp8 e4m3fn codes
 // with dynamic scales per row or block (fp8 codes in uint8 tensors: PyTorch 1.13 has no float8
-// dtype) and split statistics (moments records as the last dim, 32 bytes, of uint8 tensors).
+// dtype) and split statistics (moments records as the last dim, 32 bytes, of uint8 tensors);
+// BatchNorm inference also writes 8-bit codes with static scales per tensor or per channel.
 //
-// BatchNorm inference folds the running statistics, gamma and beta into the plan. Its cache
-// entries keep a copy of those values and are compared with the tensors' current contents on
-// every call (4 * C floats), so any update, through autograd-visible in-place ops or not,
-// makes a new plan.
+// BatchNorm inference folds the running statistics, gamma and beta into the plan (and
+// batch_norm_quant_static its output scales and zero points). Its cache entries keep a copy of
+// those values and are compared with the tensors' current contents on every call (up to 6 C
+// floats), so any update, through autograd-visible in-place ops or not, makes a new plan.
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
@@ -873,12 +874,13 @@ void append_folded(std::vector<float>* out, const float* p, int64_t c) {
   if (p != nullptr) out->insert(out->end(), p, p + c);
 }
 
-bool same_folded(const std::vector<float>& folded, const float* const* ptrs, int64_t c) {
+bool same_folded(const std::vector<float>& folded, std::initializer_list<const float*> ptrs,
+                 int64_t c) {
   std::size_t at = 0;
-  for (int i = 0; i < 4; ++i) {
-    if (ptrs[i] == nullptr) continue;
+  for (const float* p : ptrs) {
+    if (p == nullptr) continue;
     if (folded.size() < at + static_cast<std::size_t>(c) ||
-        std::memcmp(folded.data() + at, ptrs[i], sizeof(float) * c) != 0) {
+        std::memcmp(folded.data() + at, p, sizeof(float) * c) != 0) {
       return false;
     }
     at += static_cast<std::size_t>(c);
@@ -932,7 +934,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
     params.beta = beta;
     // The key names the parameter tensors (their storage, not the float32 copies, which are
     // new every call); the entry compares the folded values with their current contents.
-    const float* folded_ptrs[4] = {rm, rv, gamma, beta};
+    const std::initializer_list<const float*> folded_ptrs = {rm, rv, gamma, beta};
     std::string key = key_builder(op_id::batch_norm)
                           .add(xd)
                           .add(yd)
@@ -996,6 +998,84 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   }
   if (nbt != nullptr) bump_version(*num_batches_tracked);
   return y;
+}
+
+// BatchNorm inference straight into 8-bit codes with static output scales: the codes of
+// torch.quantize_per_tensor (scale and zero_point of one element) or torch.quantize_per_channel
+// along dim 1 (C elements) applied to batch_norm's float output, without that output. The
+// scales and zero points are folded into the plan with the running statistics (in double), so
+// a code can differ by one from quantizing the rounded float y where y / scale lies within an
+// ulp of a rounding boundary. Codes have the input's shape and memory format (int8 or uint8;
+// float8_e4m3fn codes as uint8).
+Tensor batch_norm_quant_static(const Tensor& x, const optional<Tensor>& weight,
+                               const optional<Tensor>& bias, const Tensor& running_mean,
+                               const Tensor& running_var, const Tensor& scale,
+                               const Tensor& zero_point, double eps, c10::string_view dtype,
+                               bool relu) {
+  constexpr const char* op = "batch_norm_quant_static";
+  check_input(x, op);
+  const int64_t c = channels_of(x, op);
+  const auto type = quant_type(dtype, op);
+  TORCH_CHECK(scale.device().is_cpu() && (scale.numel() == 1 || scale.numel() == c), "simdnorm.",
+              op, ": scale must be a CPU tensor of 1 element (per tensor) or C = ", c,
+              " elements (per channel), got ", scale.numel());
+  TORCH_CHECK(zero_point.device().is_cpu() && zero_point.numel() == scale.numel() &&
+                  !at::isFloatingType(zero_point.scalar_type()),
+              "simdnorm.", op, ": zero_point must be an integer CPU tensor of scale's ",
+              scale.numel(), " elements");
+  const Tensor scales = scale.to(at::kFloat).contiguous().reshape({-1});
+  const Tensor zps = zero_point.to(at::kInt).contiguous().reshape({-1});
+  const Tensor zps_float = zps.to(at::kFloat);  // exact: |zero point| <= 255; for the cache check
+  Tensor gamma32, beta32, rm32, rv32;
+  const at::ScalarType xt = x.scalar_type();
+  const float* gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
+  const float* beta = param_ptr(bias, xt, c, op, "bias", &beta32);
+  const float* rm = param_ptr(running_mean, xt, c, op, "running_mean", &rm32);
+  const float* rv = param_ptr(running_var, xt, c, op, "running_var", &rv32);
+  Tensor q = at::empty_like(x, x.options().dtype(type.second));
+  if (x.numel() == 0) return q;
+  simdnorm::batch_norm_params params;
+  params.eps = static_cast<float>(eps);
+  params.fuse_relu = relu;
+  params.running_mean = rm, params.running_var = rv, params.gamma = gamma, params.beta = beta;
+  const bool per_channel = scale.numel() != 1;
+  if (per_channel) {
+    params.quant.scaling = simdnorm::quant_scaling::per_channel;
+    params.quant.channel_scales = scales.data_ptr<float>();
+    params.quant.channel_zero_points = zps.data_ptr<int32_t>();
+  } else {
+    params.quant.scaling = simdnorm::quant_scaling::per_tensor;
+    params.quant.scale = scales.data_ptr<float>()[0];
+    params.quant.zero_point = zps.data_ptr<int32_t>()[0];
+  }
+  const auto xd = desc_of(x);
+  auto yd = desc_of(q);
+  yd.type = type.first;
+  const std::initializer_list<const float*> folded_ptrs = {
+      rm,
+      rv,
+      gamma,
+      beta,
+      per_channel ? scales.data_ptr<float>() : nullptr,
+      per_channel ? zps_float.data_ptr<float>() : nullptr};
+  key_builder key = key_builder(op_id::batch_norm);
+  key.add(xd).add(yd).add(int64_t{2}).add(params.eps).add(int64_t{relu}).add(int64_t{per_channel});
+  if (!per_channel) key.add(params.quant.scale).add(int64_t{params.quant.zero_point});
+  key.add(storage_of(running_mean)).add(storage_of(running_var));
+  key.add(storage_of(weight)).add(storage_of(bias));
+  simdnorm::plan plan = cache().get(
+      key.take(),
+      [&] {
+        cache_entry made = make_entry(xd, yd, params, op);
+        for (const float* v : folded_ptrs) append_folded(&made.folded, v, c);
+        return made;
+      },
+      [&](const cache_entry& entry) { return same_folded(entry.folded, folded_ptrs, c); });
+  simdnorm::batch_norm_args args;
+  args.x = x.data_ptr();
+  args.y = q.data_ptr();
+  execute(plan, args, op);
+  return q;
 }
 
 Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
@@ -1271,6 +1351,17 @@ Tensor batch_norm_autograd(const Tensor& x, const optional<Tensor>& weight,
                     momentum, cumulative, eps);
 }
 
+Tensor batch_norm_quant_static_autograd(const Tensor& x, const optional<Tensor>& weight,
+                                        const optional<Tensor>& bias, const Tensor& running_mean,
+                                        const Tensor& running_var, const Tensor& scale,
+                                        const Tensor& zero_point, double eps,
+                                        c10::string_view dtype, bool relu) {
+  check_no_grad("batch_norm_quant_static", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return batch_norm_quant_static(x, weight, bias, running_mean, running_var, scale, zero_point, eps,
+                                 dtype, relu);
+}
+
 Tensor group_norm_autograd(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
                            const optional<Tensor>& bias, double eps) {
   check_no_grad("group_norm", x, weight, bias);
@@ -1360,6 +1451,10 @@ TORCH_LIBRARY(simdnorm, m) {
       "Tensor(b!)? running_var, Tensor(c!)? num_batches_tracked, bool training, "
       "float momentum=0.1, bool cumulative=False, float eps=1e-05) -> Tensor");
   m.def(
+      "batch_norm_quant_static(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, "
+      "Tensor running_var, Tensor scale, Tensor zero_point, float eps=1e-05, str dtype='uint8', "
+      "bool relu=False) -> Tensor");
+  m.def(
       "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, "
       "float eps=1e-05) -> Tensor");
   m.def(
@@ -1390,6 +1485,7 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("rms_norm_apply", &simdnorm_torch::rms_norm_apply);
   m.impl("merge_moments", &simdnorm_torch::merge_moments);
   m.impl("batch_norm", &simdnorm_torch::batch_norm);
+  m.impl("batch_norm_quant_static", &simdnorm_torch::batch_norm_quant_static);
   m.impl("group_norm", &simdnorm_torch::group_norm);
   m.impl("instance_norm", &simdnorm_torch::instance_norm);
   m.impl("normalize", &simdnorm_torch::normalize);
@@ -1417,6 +1513,7 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("rms_norm_apply", &simdnorm_torch::rms_norm_apply_autograd);
   m.impl("merge_moments", &simdnorm_torch::merge_moments_autograd);
   m.impl("batch_norm", &simdnorm_torch::batch_norm_autograd);
+  m.impl("batch_norm_quant_static", &simdnorm_torch::batch_norm_quant_static_autograd);
   m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
   m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);
   m.impl("normalize", &simdnorm_torch::normalize_autograd);

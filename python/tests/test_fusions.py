@@ -1,8 +1,8 @@
 """The fused forms: gated RMSNorm, the residual add's bias, the post-norm residual, adaLN
 modulation, quantized outputs and split statistics (torch.ops.simdnorm.rms_norm_gated,
 fused_add_*(residual_bias=...), rms_norm_add / layer_norm_add, *_norm_modulate,
-rms_norm_quant / layer_norm_quant and their _asymmetric and _static forms, *_moments / *_apply /
-merge_moments).
+rms_norm_quant / layer_norm_quant and their _asymmetric and _static forms,
+batch_norm_quant_static, *_moments / *_apply / merge_moments).
 """
 import copy
 import math
@@ -522,6 +522,87 @@ def test_norm_quant_static(qdtype, torch_qdtype, zero_point, op):
     assert torch.equal(r, x + r0)
     want = torch.quantize_per_tensor(y, scale, zero_point, torch_qdtype).int_repr()
     assert q.dtype == want.dtype and torch.equal(q, want)
+
+
+def batch_norm_codes_bounds(x, w, b, rm, rv, eps, scale, zp, qmin, qmax, relu):
+    """The codes a BatchNorm inference into static scales may give: v = y / scale + zp in
+    float64, the plan's f32 fma(x, A, B) with A = a / scale and B = shift / scale + zp each
+    rounded once (u |x A| + u |B|) and the fma's own rounding (u |v|) widening it by
+    d = 3 u (|x A| + |B|); any code from rne(v - d) to rne(v + d), saturated."""
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    a = w.double() / torch.sqrt(rv.double() + float(torch.tensor(eps, dtype=torch.float32)))
+    shift = b.double() - rm.double() * a
+    s, z = scale.double().reshape(shape), zp.double().reshape(shape)
+    xa = x.double() * (a.reshape(shape) / s)
+    bb = shift.reshape(shape) / s + z
+    v = xa + bb
+    if relu:
+        v = torch.maximum(v, z.expand_as(v))
+    d = 3 * U32 * (xa.abs() + bb.abs())
+    return (torch.round(v - d).clamp(qmin, qmax), torch.round(v + d).clamp(qmin, qmax))
+
+
+@pytest.mark.parametrize("qdtype,torch_qdtype,qmin,qmax",
+                         [("uint8", torch.quint8, 0, 255), ("int8", torch.qint8, -128, 127)])
+@pytest.mark.parametrize("xdtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+def test_batch_norm_quant_static(qdtype, torch_qdtype, qmin, qmax, xdtype, per_channel,
+                                 channels_last, relu):
+    """BatchNorm inference into 8-bit codes: within the float64 bound of
+    batch_norm_codes_bounds, and at most one code from torch.quantize_per_tensor /
+    quantize_per_channel of the float output; the input's memory format; refolded when a
+    running statistic changes in place."""
+    c = 24
+    x = (torch.randn(3, c, 5, 7) * 3).to(xdtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    w, b, rm = torch.randn(c), torch.randn(c), torch.randn(c)
+    rv = torch.rand(c) + 0.5
+    zero = 3 if qdtype == "int8" else 128
+    if per_channel:
+        scale = torch.rand(c) * 0.05 + 0.01
+        zp = torch.full((c,), zero) if relu else torch.randint(zero - 20, zero + 20, (c,))
+    else:
+        scale, zp = torch.tensor([0.03]), torch.tensor([zero])
+    for step in range(2):
+        q = ops.batch_norm_quant_static(x, w, b, rm, rv, scale, zp, 1e-5, qdtype, relu)
+        assert q.dtype == (torch.int8 if qdtype == "int8" else torch.uint8)
+        assert q.shape == x.shape
+        if channels_last:
+            assert q.is_contiguous(memory_format=torch.channels_last)
+        lo, hi = batch_norm_codes_bounds(x, w, b, rm, rv, 1e-5, scale, zp, qmin, qmax, relu)
+        assert ((q.double() >= lo) & (q.double() <= hi)).all()
+        y = F.batch_norm(x.float(), rm, rv, w, b, False, 0.0, 1e-5)
+        if relu:
+            y = y.relu()
+        if per_channel:
+            want = torch.quantize_per_channel(y, scale.double(), zp, 1, torch_qdtype)
+        else:
+            want = torch.quantize_per_tensor(y, scale.item(), zp.item(), torch_qdtype)
+        assert (q.int() - want.int_repr().int()).abs().max().item() <= 1
+        rm.add_(0.5)  # the cached plan folded the old values: it must be remade
+
+
+def test_batch_norm_quant_static_errors():
+    x = torch.randn(2, 4, 3, 3)
+    w, b, rm, rv = torch.randn(4), torch.randn(4), torch.randn(4), torch.rand(4) + 0.5
+    one, zp = torch.tensor([0.1]), torch.tensor([0])
+    f = ops.batch_norm_quant_static
+    with pytest.raises(RuntimeError, match="scale must be a CPU tensor of 1 element"):
+        f(x, w, b, rm, rv, torch.ones(3), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="zero_point must be an integer CPU tensor"):
+        f(x, w, b, rm, rv, one, torch.tensor([0.0]))
+    with pytest.raises(RuntimeError, match="zero point of channel 0 = 300 must be in"):
+        f(x, w, b, rm, rv, one, torch.tensor([300]))
+    with pytest.raises(RuntimeError, match="not supported"):
+        f(x, w, b, rm, rv, one, zp, dtype="int4")
+    with pytest.raises(RuntimeError, match="running_var has 3 elements"):
+        f(x, w, b, rm, torch.ones(3), one, zp)
+    # a fused ReLU needs one zero point for every channel
+    with pytest.raises(RuntimeError, match="zero point"):
+        f(x, w, b, rm, rv, torch.full((4,), 0.1), torch.tensor([1, 2, 3, 4]), relu=True)
 
 
 def test_norm_quant_asymmetric_errors():
