@@ -16,7 +16,8 @@
 // residual bias (ONNX Runtime's SkipLayerNormalization), gated RMSNorm, int8 / fp8 e4m3fn codes
 // with dynamic scales per row or block (fp8 codes in uint8 tensors: PyTorch 1.13 has no float8
 // dtype) and split statistics (moments records as the last dim, 32 bytes, of uint8 tensors);
-// BatchNorm inference also writes 8-bit codes with static scales per tensor or per channel.
+// BatchNorm inference, GroupNorm and InstanceNorm also write 8-bit codes with static scales per
+// tensor or per channel (the *_quant_static ops).
 //
 // BatchNorm inference folds the running statistics, gamma and beta into the plan (and
 // batch_norm_quant_static its output scales and zero points). Its cache entries keep a copy of
@@ -1000,13 +1001,56 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   return y;
 }
 
-// BatchNorm inference straight into 8-bit codes with static output scales: the codes of
-// torch.quantize_per_tensor (scale and zero_point of one element) or torch.quantize_per_channel
-// along dim 1 (C elements) applied to batch_norm's float output, without that output. The
+// Static 8-bit outputs of the channel ops: `scale` and `zero_point` tensors of 1 element
+// (torch.quantize_per_tensor) or C elements (torch.quantize_per_channel along dim 1), as the
+// plan's quant_params. The plan reads the per-channel arrays while it is made.
+struct channel_quant {
+  Tensor scales;       // float32, contiguous, 1 or C elements
+  Tensor zero_points;  // int32, the same
+  simdnorm::quant_params params;
+  bool per_channel() const { return params.scaling == simdnorm::quant_scaling::per_channel; }
+};
+
+channel_quant channel_quant_of(const Tensor& scale, const Tensor& zero_point, int64_t c,
+                               const char* op) {
+  TORCH_CHECK(scale.device().is_cpu() && (scale.numel() == 1 || scale.numel() == c), "simdnorm.",
+              op, ": scale must be a CPU tensor of 1 element (per tensor) or C = ", c,
+              " elements (per channel), got ", scale.numel());
+  TORCH_CHECK(zero_point.device().is_cpu() && zero_point.numel() == scale.numel() &&
+                  !at::isFloatingType(zero_point.scalar_type()),
+              "simdnorm.", op, ": zero_point must be an integer CPU tensor of scale's ",
+              scale.numel(), " elements");
+  channel_quant q;
+  q.scales = scale.to(at::kFloat).contiguous().reshape({-1});
+  q.zero_points = zero_point.to(at::kInt).contiguous().reshape({-1});
+  if (scale.numel() != 1) {
+    q.params.scaling = simdnorm::quant_scaling::per_channel;
+    q.params.channel_scales = q.scales.data_ptr<float>();
+    q.params.channel_zero_points = q.zero_points.data_ptr<int32_t>();
+  } else {
+    q.params.scaling = simdnorm::quant_scaling::per_tensor;
+    q.params.scale = q.scales.data_ptr<float>()[0];
+    q.params.zero_point = q.zero_points.data_ptr<int32_t>()[0];
+  }
+  return q;
+}
+
+// The codes' tensor: the input's shape and memory format, int8 or uint8 (float8_e4m3fn codes as
+// uint8); *yd its descriptor with the 8-bit type.
+Tensor codes_like(const Tensor& x, c10::string_view dtype, const char* op,
+                  simdnorm::tensor_desc* yd) {
+  const auto type = quant_type(dtype, op);
+  Tensor q = at::empty_like(x, x.options().dtype(type.second));
+  *yd = desc_of(q);
+  yd->type = type.first;
+  return q;
+}
+
+// BatchNorm inference straight into 8-bit codes with static output scales (channel_quant): the
+// codes of torch's quantizer applied to batch_norm's float output, without that output. The
 // scales and zero points are folded into the plan with the running statistics (in double), so
 // a code can differ by one from quantizing the rounded float y where y / scale lies within an
-// ulp of a rounding boundary. Codes have the input's shape and memory format (int8 or uint8;
-// float8_e4m3fn codes as uint8).
+// ulp of a rounding boundary. With `relu`, the codes of max(y, 0).
 Tensor batch_norm_quant_static(const Tensor& x, const optional<Tensor>& weight,
                                const optional<Tensor>& bias, const Tensor& running_mean,
                                const Tensor& running_var, const Tensor& scale,
@@ -1015,48 +1059,30 @@ Tensor batch_norm_quant_static(const Tensor& x, const optional<Tensor>& weight,
   constexpr const char* op = "batch_norm_quant_static";
   check_input(x, op);
   const int64_t c = channels_of(x, op);
-  const auto type = quant_type(dtype, op);
-  TORCH_CHECK(scale.device().is_cpu() && (scale.numel() == 1 || scale.numel() == c), "simdnorm.",
-              op, ": scale must be a CPU tensor of 1 element (per tensor) or C = ", c,
-              " elements (per channel), got ", scale.numel());
-  TORCH_CHECK(zero_point.device().is_cpu() && zero_point.numel() == scale.numel() &&
-                  !at::isFloatingType(zero_point.scalar_type()),
-              "simdnorm.", op, ": zero_point must be an integer CPU tensor of scale's ",
-              scale.numel(), " elements");
-  const Tensor scales = scale.to(at::kFloat).contiguous().reshape({-1});
-  const Tensor zps = zero_point.to(at::kInt).contiguous().reshape({-1});
-  const Tensor zps_float = zps.to(at::kFloat);  // exact: |zero point| <= 255; for the cache check
+  simdnorm::tensor_desc yd;
+  Tensor q = codes_like(x, dtype, op, &yd);
+  const channel_quant quant = channel_quant_of(scale, zero_point, c, op);
+  const Tensor zps_float = quant.zero_points.to(at::kFloat);  // exact; for the refold check
   Tensor gamma32, beta32, rm32, rv32;
   const at::ScalarType xt = x.scalar_type();
   const float* gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
   const float* beta = param_ptr(bias, xt, c, op, "bias", &beta32);
   const float* rm = param_ptr(running_mean, xt, c, op, "running_mean", &rm32);
   const float* rv = param_ptr(running_var, xt, c, op, "running_var", &rv32);
-  Tensor q = at::empty_like(x, x.options().dtype(type.second));
   if (x.numel() == 0) return q;
   simdnorm::batch_norm_params params;
   params.eps = static_cast<float>(eps);
   params.fuse_relu = relu;
   params.running_mean = rm, params.running_var = rv, params.gamma = gamma, params.beta = beta;
-  const bool per_channel = scale.numel() != 1;
-  if (per_channel) {
-    params.quant.scaling = simdnorm::quant_scaling::per_channel;
-    params.quant.channel_scales = scales.data_ptr<float>();
-    params.quant.channel_zero_points = zps.data_ptr<int32_t>();
-  } else {
-    params.quant.scaling = simdnorm::quant_scaling::per_tensor;
-    params.quant.scale = scales.data_ptr<float>()[0];
-    params.quant.zero_point = zps.data_ptr<int32_t>()[0];
-  }
+  params.quant = quant.params;
   const auto xd = desc_of(x);
-  auto yd = desc_of(q);
-  yd.type = type.first;
+  const bool per_channel = quant.per_channel();
   const std::initializer_list<const float*> folded_ptrs = {
       rm,
       rv,
       gamma,
       beta,
-      per_channel ? scales.data_ptr<float>() : nullptr,
+      per_channel ? quant.scales.data_ptr<float>() : nullptr,
       per_channel ? zps_float.data_ptr<float>() : nullptr};
   key_builder key = key_builder(op_id::batch_norm);
   key.add(xd).add(yd).add(int64_t{2}).add(params.eps).add(int64_t{relu}).add(int64_t{per_channel});
@@ -1078,9 +1104,19 @@ Tensor batch_norm_quant_static(const Tensor& x, const optional<Tensor>& weight,
   return q;
 }
 
-Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
-                  const optional<Tensor>& bias, double eps) {
-  constexpr const char* op = "group_norm";
+// The plan key entries of a channel_quant: its kind, and every scale and zero point (the plan
+// folded them in; per channel that is C pairs, hashed on every call as the BatchNorm refold
+// check reads its values).
+void add_quant_key(std::vector<int64_t>* extra, const channel_quant& q) {
+  extra->push_back(static_cast<int64_t>(q.params.scaling));
+  const float* s = q.scales.data_ptr<float>();
+  const int32_t* z = q.zero_points.data_ptr<int32_t>();
+  for (int64_t i = 0; i < q.scales.numel(); ++i) extra->insert(extra->end(), {key_of(s[i]), z[i]});
+}
+
+// The checks and parameters GroupNorm and InstanceNorm share with their quantized forms.
+simdnorm::group_norm_params group_norm_params_of(const Tensor& x, int64_t num_groups, double eps,
+                                                 const char* op) {
   check_input(x, op);
   const int64_t c = channels_of(x, op);
   TORCH_CHECK(num_groups >= 1 && num_groups <= c, "simdnorm.", op, ": num_groups ", num_groups,
@@ -1088,17 +1124,64 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& w
   simdnorm::group_norm_params params;
   params.num_groups = static_cast<int>(num_groups);
   params.eps = static_cast<float>(eps);
-  return run_plain(op_id::group_norm, op, x, params, {num_groups}, weight, bias, c);
+  return params;
+}
+
+simdnorm::instance_norm_params instance_norm_params_of(const Tensor& x, double eps,
+                                                       const char* op) {
+  check_input(x, op);
+  channels_of(x, op);
+  simdnorm::instance_norm_params params;
+  params.eps = static_cast<float>(eps);
+  return params;
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
+                  const optional<Tensor>& bias, double eps) {
+  constexpr const char* op = "group_norm";
+  const auto params = group_norm_params_of(x, num_groups, eps, op);
+  return run_plain(op_id::group_norm, op, x, params, {num_groups}, weight, bias, x.size(1));
 }
 
 Tensor instance_norm(const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias,
                      double eps) {
   constexpr const char* op = "instance_norm";
-  check_input(x, op);
-  const int64_t c = channels_of(x, op);
-  simdnorm::instance_norm_params params;
-  params.eps = static_cast<float>(eps);
-  return run_plain(op_id::instance_norm, op, x, params, {}, weight, bias, c);
+  const auto params = instance_norm_params_of(x, eps, op);
+  return run_plain(op_id::instance_norm, op, x, params, {}, weight, bias, x.size(1));
+}
+
+// GroupNorm and InstanceNorm straight into 8-bit codes with static output scales
+// (channel_quant): the codes of torch's quantizer applied to their float output, within a code.
+Tensor group_norm_quant_static(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
+                               const optional<Tensor>& bias, const Tensor& scale,
+                               const Tensor& zero_point, double eps, c10::string_view dtype) {
+  constexpr const char* op = "group_norm_quant_static";
+  auto params = group_norm_params_of(x, num_groups, eps, op);
+  const int64_t c = x.size(1);
+  simdnorm::tensor_desc yd;
+  Tensor q = codes_like(x, dtype, op, &yd);
+  const channel_quant quant = channel_quant_of(scale, zero_point, c, op);
+  params.quant = quant.params;
+  std::vector<int64_t> extra = {num_groups};
+  add_quant_key(&extra, quant);
+  run_into(op_id::group_norm, op, x, q, yd, params, extra, weight, bias, c, no_fill);
+  return q;
+}
+
+Tensor instance_norm_quant_static(const Tensor& x, const optional<Tensor>& weight,
+                                  const optional<Tensor>& bias, const Tensor& scale,
+                                  const Tensor& zero_point, double eps, c10::string_view dtype) {
+  constexpr const char* op = "instance_norm_quant_static";
+  auto params = instance_norm_params_of(x, eps, op);
+  const int64_t c = x.size(1);
+  simdnorm::tensor_desc yd;
+  Tensor q = codes_like(x, dtype, op, &yd);
+  const channel_quant quant = channel_quant_of(scale, zero_point, c, op);
+  params.quant = quant.params;
+  std::vector<int64_t> extra;
+  add_quant_key(&extra, quant);
+  run_into(op_id::instance_norm, op, x, q, yd, params, extra, weight, bias, c, no_fill);
+  return q;
 }
 
 // torch.nn.functional.normalize(x, p, dim, eps): y = x / max(||x||_p, eps) along dim, for
@@ -1362,6 +1445,25 @@ Tensor batch_norm_quant_static_autograd(const Tensor& x, const optional<Tensor>&
                                  dtype, relu);
 }
 
+Tensor group_norm_quant_static_autograd(const Tensor& x, int64_t num_groups,
+                                        const optional<Tensor>& weight,
+                                        const optional<Tensor>& bias, const Tensor& scale,
+                                        const Tensor& zero_point, double eps,
+                                        c10::string_view dtype) {
+  check_no_grad("group_norm_quant_static", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return group_norm_quant_static(x, num_groups, weight, bias, scale, zero_point, eps, dtype);
+}
+
+Tensor instance_norm_quant_static_autograd(const Tensor& x, const optional<Tensor>& weight,
+                                           const optional<Tensor>& bias, const Tensor& scale,
+                                           const Tensor& zero_point, double eps,
+                                           c10::string_view dtype) {
+  check_no_grad("instance_norm_quant_static", x, weight, bias);
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return instance_norm_quant_static(x, weight, bias, scale, zero_point, eps, dtype);
+}
+
 Tensor group_norm_autograd(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
                            const optional<Tensor>& bias, double eps) {
   check_no_grad("group_norm", x, weight, bias);
@@ -1460,6 +1562,12 @@ TORCH_LIBRARY(simdnorm, m) {
   m.def(
       "instance_norm(Tensor input, Tensor? weight=None, Tensor? bias=None, "
       "float eps=1e-05) -> Tensor");
+  m.def(
+      "group_norm_quant_static(Tensor input, int num_groups, Tensor? weight, Tensor? bias, "
+      "Tensor scale, Tensor zero_point, float eps=1e-05, str dtype='uint8') -> Tensor");
+  m.def(
+      "instance_norm_quant_static(Tensor input, Tensor? weight, Tensor? bias, Tensor scale, "
+      "Tensor zero_point, float eps=1e-05, str dtype='uint8') -> Tensor");
   m.def("normalize(Tensor input, float p=2., int dim=1, float eps=1e-12) -> Tensor");
 }
 
@@ -1488,6 +1596,8 @@ TORCH_LIBRARY_IMPL(simdnorm, CPU, m) {
   m.impl("batch_norm_quant_static", &simdnorm_torch::batch_norm_quant_static);
   m.impl("group_norm", &simdnorm_torch::group_norm);
   m.impl("instance_norm", &simdnorm_torch::instance_norm);
+  m.impl("group_norm_quant_static", &simdnorm_torch::group_norm_quant_static);
+  m.impl("instance_norm_quant_static", &simdnorm_torch::instance_norm_quant_static);
   m.impl("normalize", &simdnorm_torch::normalize);
 }
 
@@ -1516,6 +1626,8 @@ TORCH_LIBRARY_IMPL(simdnorm, Autograd, m) {
   m.impl("batch_norm_quant_static", &simdnorm_torch::batch_norm_quant_static_autograd);
   m.impl("group_norm", &simdnorm_torch::group_norm_autograd);
   m.impl("instance_norm", &simdnorm_torch::instance_norm_autograd);
+  m.impl("group_norm_quant_static", &simdnorm_torch::group_norm_quant_static_autograd);
+  m.impl("instance_norm_quant_static", &simdnorm_torch::instance_norm_quant_static_autograd);
   m.impl("normalize", &simdnorm_torch::normalize_autograd);
 }
 

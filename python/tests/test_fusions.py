@@ -2,7 +2,8 @@
 modulation, quantized outputs and split statistics (torch.ops.simdnorm.rms_norm_gated,
 fused_add_*(residual_bias=...), rms_norm_add / layer_norm_add, *_norm_modulate,
 rms_norm_quant / layer_norm_quant and their _asymmetric and _static forms,
-batch_norm_quant_static, *_moments / *_apply / merge_moments).
+batch_norm_quant_static, group_norm_quant_static, instance_norm_quant_static, *_moments /
+*_apply / merge_moments).
 """
 import copy
 import math
@@ -585,6 +586,49 @@ def test_batch_norm_quant_static(qdtype, torch_qdtype, qmin, qmax, xdtype, per_c
         rm.add_(0.5)  # the cached plan folded the old values: it must be remade
 
 
+@pytest.mark.parametrize("qdtype,torch_qdtype", [("uint8", torch.quint8), ("int8", torch.qint8)])
+@pytest.mark.parametrize("op", ["group", "instance"])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_channel_norm_quant_static(qdtype, torch_qdtype, op, per_channel, channels_last):
+    """GroupNorm and InstanceNorm into 8-bit codes: dequantized within half a step plus the float
+    output's bound of float64, and at most one code from torch's quantizer of the float op; a
+    new scale makes a new plan."""
+    c = 12
+    x = torch.randn(2, c, 6, 5) * 2 + 1
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(c), torch.randn(c)
+    zero = -5 if qdtype == "int8" else 120
+    for scale0 in (0.02, 0.05):
+        if per_channel:
+            scale = torch.rand(c) * 0.03 + scale0
+            zp = torch.randint(zero - 10, zero + 10, (c,))
+        else:
+            scale, zp = torch.tensor([scale0]), torch.tensor([zero])
+        if op == "group":
+            q = ops.group_norm_quant_static(x, 3, w, b, scale, zp, 1e-5, qdtype)
+            y = F.group_norm(x, 3, w, b, 1e-5)
+            y64 = F.group_norm(x.double(), 3, w.double(), b.double(), 1e-5)
+        else:
+            q = ops.instance_norm_quant_static(x, w, b, scale, zp, 1e-5, qdtype)
+            y = F.instance_norm(x, weight=w, bias=b, eps=1e-5)
+            y64 = F.instance_norm(x.double(), weight=w.double(), bias=b.double(), eps=1e-5)
+        assert q.dtype == (torch.int8 if qdtype == "int8" else torch.uint8)
+        if channels_last:
+            assert q.is_contiguous(memory_format=torch.channels_last)
+        if per_channel:
+            want = torch.quantize_per_channel(y, scale.double(), zp, 1, torch_qdtype)
+        else:
+            want = torch.quantize_per_tensor(y, scale.item(), zp.item(), torch_qdtype)
+        assert (q.int() - want.int_repr().int()).abs().max().item() <= 1
+        s, z = scale.double().reshape(1, -1, 1, 1), zp.double().reshape(1, -1, 1, 1)
+        qmin, qmax = (-128, 127) if qdtype == "int8" else (0, 255)
+        y_sat = torch.minimum(torch.maximum(y64, (qmin - z) * s), (qmax - z) * s)
+        err = ((q.double() - z) * s - y_sat).abs()
+        assert (err <= s / 2 * (1 + 1e-5) + bound_of(y64, torch.float32)).all()
+
+
 def test_batch_norm_quant_static_errors():
     x = torch.randn(2, 4, 3, 3)
     w, b, rm, rv = torch.randn(4), torch.randn(4), torch.randn(4), torch.rand(4) + 0.5
@@ -603,6 +647,12 @@ def test_batch_norm_quant_static_errors():
     # a fused ReLU needs one zero point for every channel
     with pytest.raises(RuntimeError, match="zero point"):
         f(x, w, b, rm, rv, torch.full((4,), 0.1), torch.tensor([1, 2, 3, 4]), relu=True)
+    with pytest.raises(RuntimeError, match="scale must be a CPU tensor of 1 element"):
+        ops.group_norm_quant_static(x, 2, w, b, torch.ones(2), torch.zeros(2, dtype=torch.long))
+    with pytest.raises(RuntimeError, match="num_groups=3 must be >= 1 and divide C=4"):
+        ops.group_norm_quant_static(x, 3, w, b, one, zp)
+    with pytest.raises(RuntimeError, match="scale"):
+        ops.instance_norm_quant_static(x, w, b, torch.tensor([0.0]), zp)
 
 
 def test_norm_quant_asymmetric_errors():
