@@ -106,7 +106,7 @@ class key_builder {
 
 struct cache_entry {
   simdnorm::plan plan;
-  std::vector<float> folded;  // BatchNorm inference: the values folded into the plan
+  std::string folded;  // BatchNorm inference: the bytes of the tensors folded into the plan
 };
 
 struct cache_stats {
@@ -232,12 +232,14 @@ const float* vector_ptr(const optional<Tensor>& t, int64_t numel, const char* op
   return t->data_ptr<float>();
 }
 
-// A weight, bias or running statistic: float32, or the input's dtype `x_type` (converted into a
-// float32 copy kept in *holder). `numel` entries, CPU, contiguous.
-const float* param_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel,
-                       const char* op, const char* name, Tensor* holder) {
-  if (!t.has_value() || !t->defined() || t->scalar_type() == at::kFloat || x_type == at::kFloat) {
-    return vector_ptr(t, numel, op, name);
+// Checks a weight, bias or running statistic: float32, or the input's dtype `x_type`; `numel`
+// entries, CPU, contiguous. Returns whether it is present.
+bool check_param(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel, const char* op,
+                 const char* name) {
+  if (!t.has_value() || !t->defined()) return false;
+  if (t->scalar_type() == at::kFloat || x_type == at::kFloat) {
+    vector_ptr(t, numel, op, name);
+    return true;
   }
   TORCH_CHECK(t->device().is_cpu() && t->scalar_type() == x_type, "simdnorm.", op, ": ", name,
               " must be a float32 CPU tensor or one of the input's dtype (", x_type, "), got ",
@@ -245,6 +247,14 @@ const float* param_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t
   TORCH_CHECK(t->is_contiguous(), "simdnorm.", op, ": ", name, " must be contiguous");
   TORCH_CHECK(t->numel() == numel, "simdnorm.", op, ": ", name, " has ", t->numel(),
               " elements, expected ", numel);
+  return true;
+}
+
+// A checked parameter (check_param) as float32: its data, or a float32 copy kept in *holder.
+const float* param_ptr(const optional<Tensor>& t, at::ScalarType x_type, int64_t numel,
+                       const char* op, const char* name, Tensor* holder) {
+  if (!check_param(t, x_type, numel, op, name)) return nullptr;
+  if (t->scalar_type() == at::kFloat) return t->data_ptr<float>();
   *holder = t->to(at::kFloat);  // exact: bfloat16 and float16 values are float32 values
   return holder->data_ptr<float>();
 }
@@ -869,24 +879,82 @@ int64_t channels_of(const Tensor& x, const char* op) {
   return x.size(1);
 }
 
-// Appends the values a BatchNorm inference plan folds in (absent vectors add nothing; the key
-// records which are present).
-void append_folded(std::vector<float>* out, const float* p, int64_t c) {
-  if (p != nullptr) out->insert(out->end(), p, p + c);
+// The tensors whose values a BatchNorm inference plan folds in, null where absent (the key
+// records which are present). Their entry keeps their bytes, in their own dtype.
+using folded_tensors = std::initializer_list<const Tensor*>;
+
+const Tensor* present(const optional<Tensor>& t) {
+  return t.has_value() && t->defined() ? &*t : nullptr;
 }
 
-bool same_folded(const std::vector<float>& folded, std::initializer_list<const float*> ptrs,
-                 int64_t c) {
+std::string bytes_of(folded_tensors ts) {
+  std::string out;
+  for (const Tensor* t : ts)
+    if (t != nullptr) out.append(static_cast<const char*>(t->data_ptr()), t->nbytes());
+  return out;
+}
+
+bool same_bytes(const std::string& folded, folded_tensors ts) {
   std::size_t at = 0;
-  for (const float* p : ptrs) {
-    if (p == nullptr) continue;
-    if (folded.size() < at + static_cast<std::size_t>(c) ||
-        std::memcmp(folded.data() + at, p, sizeof(float) * c) != 0) {
+  for (const Tensor* t : ts) {
+    if (t == nullptr) continue;
+    const std::size_t n = t->nbytes();
+    if (folded.size() < at + n || std::memcmp(folded.data() + at, t->data_ptr(), n) != 0)
       return false;
-    }
-    at += static_cast<std::size_t>(c);
+    at += n;
   }
   return at == folded.size();
+}
+
+// BatchNorm inference's vectors (check_param): gamma and beta optional, the running statistics
+// required.
+void check_inference_params(const char* op, const Tensor& x, const optional<Tensor>& weight,
+                            const optional<Tensor>& bias, const optional<Tensor>& running_mean,
+                            const optional<Tensor>& running_var) {
+  const at::ScalarType xt = x.scalar_type();
+  const int64_t c = x.size(1);
+  check_param(weight, xt, c, op, "weight");
+  check_param(bias, xt, c, op, "bias");
+  const bool rm = check_param(running_mean, xt, c, op, "running_mean");
+  const bool rv = check_param(running_var, xt, c, op, "running_var");
+  TORCH_CHECK(rm && rv, "simdnorm.", op,
+              ": inference (training=False) needs running_mean and running_var");
+}
+
+// A BatchNorm inference plan for x -> yd from the cache. `params` has everything but the four
+// vectors, which are checked here on every call but converted to float32 (bfloat16 / float16
+// ones) only when a plan is made: the plan folds them in (in double) and keeps no pointer.
+// `key` holds the caller's own entries; `quant_scales` and `quant_zero_points` (per-channel
+// quantized outputs) are folded in too. The entry is remade when any folded byte changes.
+simdnorm::plan batch_norm_inference_plan(
+    const char* op, const Tensor& x, const simdnorm::tensor_desc& yd,
+    simdnorm::batch_norm_params params, key_builder key, const optional<Tensor>& weight,
+    const optional<Tensor>& bias, const optional<Tensor>& running_mean,
+    const optional<Tensor>& running_var, const Tensor* quant_scales = nullptr,
+    const Tensor* quant_zero_points = nullptr) {
+  check_inference_params(op, x, weight, bias, running_mean, running_var);
+  const at::ScalarType xt = x.scalar_type();
+  const int64_t c = x.size(1);
+  const auto xd = desc_of(x);
+  // The key names the parameter tensors (their storage); the entry compares their contents.
+  key.add(xd).add(yd).add(params.eps);
+  key.add(storage_of(running_mean)).add(storage_of(running_var));
+  key.add(storage_of(weight)).add(storage_of(bias));
+  const folded_tensors folded = {present(running_mean), present(running_var), present(weight),
+                                 present(bias),         quant_scales,         quant_zero_points};
+  return cache().get(
+      key.take(),
+      [&] {
+        Tensor gamma32, beta32, rm32, rv32;  // float32 copies of bfloat16 / float16 ones
+        params.gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
+        params.beta = param_ptr(bias, xt, c, op, "bias", &beta32);
+        params.running_mean = param_ptr(running_mean, xt, c, op, "running_mean", &rm32);
+        params.running_var = param_ptr(running_var, xt, c, op, "running_var", &rv32);
+        cache_entry made = make_entry(xd, yd, params, op);
+        made.folded = bytes_of(folded);
+        return made;
+      },
+      [&](const cache_entry& entry) { return same_bytes(entry.folded, folded); });
 }
 
 void bump_version(const Tensor& t) {
@@ -909,13 +977,11 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   check_input(x, op);
   const int64_t c = channels_of(x, op);
   Tensor y = output_like(x);
-  Tensor gamma32, beta32, rm32, rv32;  // float32 copies of bfloat16 / float16 parameters
   const at::ScalarType xt = x.scalar_type();
-  const float* gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
-  const float* beta = param_ptr(bias, xt, c, op, "bias", &beta32);
-  const float* rm = param_ptr(running_mean, xt, c, op, "running_mean", &rm32);
-  const float* rv = param_ptr(running_var, xt, c, op, "running_var", &rv32);
-  TORCH_CHECK((rm == nullptr) == (rv == nullptr), "simdnorm.", op,
+  check_param(weight, xt, c, op, "weight");
+  check_param(bias, xt, c, op, "bias");
+  const bool has_running = check_param(running_mean, xt, c, op, "running_mean");
+  TORCH_CHECK(has_running == check_param(running_var, xt, c, op, "running_var"), "simdnorm.", op,
               ": running_mean and running_var must be given together");
   if (x.numel() == 0) return y;  // nothing to normalize; the running statistics stay as they are
   const auto xd = desc_of(x), yd = desc_of(y);
@@ -927,37 +993,18 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   args.y = y.data_ptr();
 
   if (!training) {
-    TORCH_CHECK(rm != nullptr, "simdnorm.", op,
-                ": inference (training=False) needs running_mean and running_var");
-    params.running_mean = rm;
-    params.running_var = rv;
-    params.gamma = gamma;
-    params.beta = beta;
-    // The key names the parameter tensors (their storage, not the float32 copies, which are
-    // new every call); the entry compares the folded values with their current contents.
-    const std::initializer_list<const float*> folded_ptrs = {rm, rv, gamma, beta};
-    std::string key = key_builder(op_id::batch_norm)
-                          .add(xd)
-                          .add(yd)
-                          .add(int64_t{0})
-                          .add(params.eps)
-                          .add(storage_of(running_mean))
-                          .add(storage_of(running_var))
-                          .add(storage_of(weight))
-                          .add(storage_of(bias))
-                          .take();
-    simdnorm::plan plan = cache().get(
-        key,
-        [&] {
-          cache_entry made = make_entry(xd, yd, params, op);
-          for (const float* v : folded_ptrs) append_folded(&made.folded, v, c);
-          return made;
-        },
-        [&](const cache_entry& entry) { return same_folded(entry.folded, folded_ptrs, c); });
+    const simdnorm::plan plan =
+        batch_norm_inference_plan(op, x, yd, params, key_builder(op_id::batch_norm).add(int64_t{0}),
+                                  weight, bias, running_mean, running_var);
     execute(plan, args, op);
     return y;
   }
 
+  Tensor gamma32, beta32, rm32, rv32;  // float32 copies of bfloat16 / float16 parameters
+  const float* gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
+  const float* beta = param_ptr(bias, xt, c, op, "bias", &beta32);
+  param_ptr(running_mean, xt, c, op, "running_mean", &rm32);  // updated in the copies, if any
+  param_ptr(running_var, xt, c, op, "running_var", &rv32);
   params.momentum = static_cast<float>(momentum);
   params.cumulative = cumulative;
   params.convention = simdnorm::momentum_convention::pytorch;
@@ -968,7 +1015,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
                 op, ": num_batches_tracked must be a one-element int64 CPU tensor");
     nbt = t.data_ptr<int64_t>();
   }
-  TORCH_CHECK(!(cumulative && rm != nullptr && nbt == nullptr), "simdnorm.", op,
+  TORCH_CHECK(!(cumulative && has_running && nbt == nullptr), "simdnorm.", op,
               ": cumulative averaging (momentum=None) needs num_batches_tracked");
   check_mutable(running_mean, op, "running_mean");
   check_mutable(running_var, op, "running_var");
@@ -985,7 +1032,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
       key, [&] { return make_entry(xd, yd, params, op); }, always_valid);
   args.gamma = gamma;
   args.beta = beta;
-  if (rm != nullptr) {  // updated in place: the tensors themselves, or their float32 copies
+  if (has_running) {  // updated in place: the tensors themselves, or their float32 copies
     args.running_mean = rm32.defined() ? rm32.data_ptr<float>() : running_mean->data_ptr<float>();
     args.running_var = rv32.defined() ? rv32.data_ptr<float>() : running_var->data_ptr<float>();
   }
@@ -993,7 +1040,7 @@ Tensor batch_norm(const Tensor& x, const optional<Tensor>& weight, const optiona
   execute(plan, args, op);
   if (rm32.defined()) running_mean->copy_(rm32);  // rounded once into their dtype
   if (rv32.defined()) running_var->copy_(rv32);
-  if (rm != nullptr) {
+  if (has_running) {
     bump_version(*running_mean);
     bump_version(*running_var);
   }
@@ -1062,41 +1109,19 @@ Tensor batch_norm_quant_static(const Tensor& x, const optional<Tensor>& weight,
   simdnorm::tensor_desc yd;
   Tensor q = codes_like(x, dtype, op, &yd);
   const channel_quant quant = channel_quant_of(scale, zero_point, c, op);
-  const Tensor zps_float = quant.zero_points.to(at::kFloat);  // exact; for the refold check
-  Tensor gamma32, beta32, rm32, rv32;
-  const at::ScalarType xt = x.scalar_type();
-  const float* gamma = param_ptr(weight, xt, c, op, "weight", &gamma32);
-  const float* beta = param_ptr(bias, xt, c, op, "bias", &beta32);
-  const float* rm = param_ptr(running_mean, xt, c, op, "running_mean", &rm32);
-  const float* rv = param_ptr(running_var, xt, c, op, "running_var", &rv32);
+  check_inference_params(op, x, weight, bias, running_mean, running_var);
   if (x.numel() == 0) return q;
   simdnorm::batch_norm_params params;
   params.eps = static_cast<float>(eps);
   params.fuse_relu = relu;
-  params.running_mean = rm, params.running_var = rv, params.gamma = gamma, params.beta = beta;
   params.quant = quant.params;
-  const auto xd = desc_of(x);
   const bool per_channel = quant.per_channel();
-  const std::initializer_list<const float*> folded_ptrs = {
-      rm,
-      rv,
-      gamma,
-      beta,
-      per_channel ? quant.scales.data_ptr<float>() : nullptr,
-      per_channel ? zps_float.data_ptr<float>() : nullptr};
-  key_builder key = key_builder(op_id::batch_norm);
-  key.add(xd).add(yd).add(int64_t{2}).add(params.eps).add(int64_t{relu}).add(int64_t{per_channel});
+  key_builder key(op_id::batch_norm);
+  key.add(int64_t{2}).add(int64_t{relu}).add(int64_t{per_channel});
   if (!per_channel) key.add(params.quant.scale).add(int64_t{params.quant.zero_point});
-  key.add(storage_of(running_mean)).add(storage_of(running_var));
-  key.add(storage_of(weight)).add(storage_of(bias));
-  simdnorm::plan plan = cache().get(
-      key.take(),
-      [&] {
-        cache_entry made = make_entry(xd, yd, params, op);
-        for (const float* v : folded_ptrs) append_folded(&made.folded, v, c);
-        return made;
-      },
-      [&](const cache_entry& entry) { return same_folded(entry.folded, folded_ptrs, c); });
+  const simdnorm::plan plan = batch_norm_inference_plan(
+      op, x, yd, params, std::move(key), weight, bias, running_mean, running_var,
+      per_channel ? &quant.scales : nullptr, per_channel ? &quant.zero_points : nullptr);
   simdnorm::batch_norm_args args;
   args.x = x.data_ptr();
   args.y = q.data_ptr();

@@ -176,17 +176,22 @@ def test_threads_give_identical_bits():
         assert torch.equal(a, b)
 
 
-def test_batch_norm_inference_cache_sees_updates():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_inference_cache_sees_updates(dtype):
     """BatchNorm inference folds its running stats into the cached plan: any change to them,
-    even one that bypasses the version counter (.data), must give a new plan."""
+    even one that bypasses the version counter (.data), must give a new plan. The entry
+    compares the parameters' own bytes (bfloat16 ones too, never converted on a hit)."""
     simdnorm_torch.clear_cache()
-    x = torch.randn(2, 4, 3, 3)
-    rm, rv, w, b = torch.zeros(4), torch.ones(4), torch.ones(4), torch.zeros(4)
+    x = torch.randn(2, 4, 3, 3).to(dtype)
+    rm, rv, w, b = (t.to(dtype) for t in (torch.zeros(4), torch.ones(4), torch.ones(4),
+                                         torch.zeros(4)))
     for update in (lambda: None, lambda: rm.add_(1), lambda: rv.data.mul_(4),
                    lambda: w.data.fill_(2), lambda: b.copy_(torch.arange(4.0))):
         update()
         got = ops.batch_norm(x, w, b, rm, rv, None, False, 0.1, False, 1e-5)
-        assert_close(got, F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5))
+        want = F.batch_norm(x.float(), rm.float(), rv.float(), w.float(), b.float(), False, 0.1,
+                            1e-5)
+        assert_close(got.float(), want, RTOL if dtype == torch.float32 else 2.0 ** -8)
     info = simdnorm_torch.cache_info()
     assert info["stale"] == 4 and info["size"] == 1
 
