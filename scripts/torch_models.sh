@@ -4,6 +4,7 @@
 # in normalization ops and the per-call overhead on a tiny tensor. Builds the extension first.
 #   scripts/torch_models.sh [options of python/bench/torch_models.py]
 #     e.g. --size 160 --runs 5 --threads 1,2,4 --models resnet50,swin_t
+#     --dtype bfloat16: bfloat16 models (docs/results/torch_models_bf16.md was made with it)
 # Writes docs/results/torch_models.md (SIMDNORM_TORCH_MODELS_OUT to change). Slow: Debian's
 # torch takes seconds per vit_b_16 forward on a small machine.
 set -euo pipefail

@@ -4,7 +4,8 @@ For each model and thread count: the median forward time of the original and of 
 model (timed alternately, so both see the same machine load), the share of the forward spent in
 normalization operators (torch.profiler: aten::batch_norm / layer_norm / group_norm /
 instance_norm before, simdnorm::* after), and the per-call time of one normalization on a tiny
-tensor (the fixed overhead of each path). Prints Markdown.
+tensor (the fixed overhead of each path). Prints Markdown. --dtype bfloat16 runs the models with
+bfloat16 weights and activations (what a CPU LLM or vision engine on AVX512-BF16 runs).
 """
 import argparse
 import copy
@@ -104,12 +105,12 @@ def isolated_norm_seconds(layers, reps):
     return before, after
 
 
-def bench_model(name, size, batch, threads, runs, profile_runs):
+def bench_model(name, size, batch, threads, runs, profile_runs, dtype):
     torch.manual_seed(0)
-    model = getattr(torchvision.models, name)(weights=None).eval()
+    model = getattr(torchvision.models, name)(weights=None).eval().to(dtype)
     conv = copy.deepcopy(model)
     report = simdnorm_torch.convert(conv)
-    x = torch.randn(batch, 3, size, size)
+    x = torch.randn(batch, 3, size, size, dtype=dtype)
     rows = []
     with torch.inference_mode():
         for t in threads:
@@ -184,6 +185,8 @@ def main():
     parser.add_argument("--runs", type=int, default=3, help="timed forwards per variant")
     parser.add_argument("--profile-runs", type=int, default=2,
                         help="profiled forwards per variant (norm share)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="weights and activations of the models")
     parser.add_argument("--command", default="", help="the command line to print")
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
@@ -192,7 +195,8 @@ def main():
     load_start = os.getloadavg()[0]
     rows = []
     for name in args.models.split(","):
-        rows += bench_model(name, args.size, args.batch, threads, args.runs, args.profile_runs)
+        rows += bench_model(name, args.size, args.batch, threads, args.runs, args.profile_runs,
+                            getattr(torch, args.dtype))
     tiny = tiny_overheads()
     wall = time.time() - start
     load_end = os.getloadavg()[0]
@@ -205,8 +209,9 @@ def main():
                f"simdnorm ISA {simdnorm_torch.kernel_isa()}; {parallel_backend()}.")
     out.append("")
     out.append(f"Made with `{args.command or ' '.join(sys.argv)}` in {wall:.0f} s wall time. "
-               f"Input: batch {args.batch}, 3x{args.size}x{args.size}, random weights "
-               f"(`weights=None`), eval under `torch.inference_mode()`.")
+               f"Input: batch {args.batch}, 3x{args.size}x{args.size}, {args.dtype} weights and "
+               f"activations, random weights (`weights=None`), eval under "
+               f"`torch.inference_mode()`.")
     out.append("")
     out.append("How to read: *before* / *after* are the median of "
                f"{args.runs} forwards of the original and the converted model, timed "
@@ -246,7 +251,7 @@ def main():
                (", ".join(norm_slower) or "none") + ". Normalization modules alone slower "
                "after conversion: " + (", ".join(alone_slower) or "none") + ".")
     out.append("")
-    out.append("## Per-call overhead on a tiny tensor (1 thread, microseconds per call)")
+    out.append("## Per-call overhead on a tiny float32 tensor (1 thread, microseconds per call)")
     out.append("")
     out.append("Median of 5 loops of 2000 calls. *functional*: `torch.nn.functional`; "
                "*operator*: `torch.ops.simdnorm.*` called directly; *module*: the torch.nn "
