@@ -20,9 +20,9 @@
 // tensor or per channel (the *_quant_static ops).
 //
 // BatchNorm inference folds the running statistics, gamma and beta into the plan (and
-// batch_norm_quant_static its output scales and zero points). Its cache entries keep a copy of
-// those values and are compared with the tensors' current contents on every call (up to 6 C
-// floats), so any update, through autograd-visible in-place ops or not, makes a new plan.
+// batch_norm_quant_static its output scales and zero points). Its cache entries keep the bytes of
+// those tensors, in their own dtype, and compare them with the tensors' current contents on every
+// call, so any update, through autograd-visible in-place ops or not, makes a new plan.
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/ops/empty.h>
