@@ -255,8 +255,8 @@ def main():
     out.append("")
     out.append("Median of 5 loops of 2000 calls. *functional*: `torch.nn.functional`; "
                "*operator*: `torch.ops.simdnorm.*` called directly; *module*: the torch.nn "
-               "module; *converted*: the same module after convert() (Python checks, then the "
-               "operator).")
+               "module; *converted*: the same module after convert() (one C++ call that checks "
+               "the input and runs the operator).")
     out.append("")
     out.append("| op | functional | operator | module | converted |")
     out.append("|---|---:|---:|---:|---:|")

@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "module_calls.hpp"
 #include "simdnorm/plan.hpp"
 
 namespace simdnorm_torch {
@@ -1672,4 +1673,5 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "kernel_lanes", [] { return simdnorm::isa_lanes(simdnorm::active_isa()); },
       "float32 lanes of that ISA's vectors (the tests' error bounds depend on them).");
+  simdnorm_torch::bind_module_calls(m);
 }

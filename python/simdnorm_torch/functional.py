@@ -7,15 +7,26 @@ counterpart otherwise; each fallback is counted by reason in :func:`fallback_cou
 import torch
 import torch.nn.functional as F
 
-from .modules import _fallbacks, _rows_dense, _run, _why_not
+from . import _C
+from .modules import _fallbacks
 
 _ops = torch.ops.simdnorm
 _FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
+def _rows_dense(x, ndim):
+    """Whether the trailing `ndim` dims of x are dense row-major, as the row plans need."""
+    expected = 1
+    for d in range(x.dim() - 1, x.dim() - 1 - ndim, -1):
+        if x.size(d) != 1 and x.stride(d) != expected:
+            return False
+        expected *= x.size(d)
+    return True
+
+
 def _normalize_why_not(x, p, dim, eps):
     """None when simdnorm's Lp plan can take these arguments, else the reason (after those of
-    modules._why_not: dtype, device, autograd)."""
+    _C.call_obstacle: dtype, device, autograd)."""
     if not isinstance(p, (int, float)) or p not in (1, 2):
         return "p"
     if not isinstance(eps, (int, float)) or not 0 <= eps <= _FLOAT32_MAX:
@@ -47,8 +58,13 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     def slow(x):
         return F.normalize(x, p, dim, eps)
 
-    why = _why_not(x, ()) or _normalize_why_not(x, p, dim, eps)
-    if why is not None:
-        _fallbacks[f"normalize: {why}"] += 1
-        return slow(x)
-    return _run("normalize", lambda: _ops.normalize(x, float(p), dim, float(eps)), slow, x)
+    why = _C.call_obstacle(x) or _normalize_why_not(x, p, dim, eps)
+    if why is None:
+        try:
+            return _ops.normalize(x, float(p), dim, float(eps))
+        except RuntimeError as e:
+            if "unsupported_layout" not in str(e):
+                raise
+            why = "layout"
+    _fallbacks[f"normalize: {why}"] += 1
+    return slow(x)

@@ -22,7 +22,8 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.instancenorm import _InstanceNorm
 
-_ops = torch.ops.simdnorm
+from . import _C
+
 _fallbacks = collections.Counter()
 
 
@@ -34,49 +35,10 @@ def fallback_counts():
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _why_not(x, params):
-    """None when simdnorm can run a call on x with these parameters, else the reason. x may be
-    float32, bfloat16 or float16; simdnorm runs the call when the parameters (weight, bias,
-    running statistics) have x's dtype: other mixes keep PyTorch's result dtype (a user RMSNorm
-    promotes) or its error through the fallback."""
-    if x.dtype not in _DTYPES or any(p is not None and p.dtype != x.dtype for p in params):
-        return "dtype"
-    if x.device.type != "cpu":
-        return "device"
-    if torch.is_grad_enabled() and (x.requires_grad or any(p is not None and p.requires_grad
-                                                           for p in params)):
-        return "autograd"
-    return None
-
-
-def _run(op, fast, slow, x, *params):
-    """fast() on simdnorm, or slow(x) (PyTorch) when simdnorm cannot take the call."""
-    why = _why_not(x, params)
-    if why is None:
-        try:
-            return fast()
-        except RuntimeError as e:
-            if "unsupported_layout" not in str(e):
-                raise
-            why = "layout"
+def _fallback(op, why, slow, x):
+    """PyTorch's forward slow(x), for a call simdnorm cannot take (`why` from the _C.*_call
+    functions: dtype, device, autograd or layout), counted."""
     _fallbacks[f"{op}: {why}"] += 1
-    return slow(x)
-
-
-def _rows_dense(x, ndim):
-    """Whether the trailing `ndim` dims of x are dense row-major, as the row plans need."""
-    expected = 1
-    for d in range(x.dim() - 1, x.dim() - 1 - ndim, -1):
-        if x.size(d) != 1 and x.stride(d) != expected:
-            return False
-        expected *= x.size(d)
-    return True
-
-
-def _layout_fallback(op, x, slow):
-    """PyTorch's forward for rows that are not dense (e.g. a permuted NCHW tensor), counted;
-    checked here because a rejected plan costs an exception per call."""
-    _fallbacks[f"{op}: layout"] += 1
     return slow(x)
 
 
@@ -84,21 +46,16 @@ class LayerNorm(nn.LayerNorm):
     """torch.nn.LayerNorm on simdnorm."""
 
     def forward(self, x):
-        if not _rows_dense(x, len(self.normalized_shape)):
-            return _layout_fallback("layer_norm", x, super().forward)
-        return _run("layer_norm",
-                    lambda: _ops.layer_norm(x, self.normalized_shape, self.weight, self.bias,
-                                            self.eps),
-                    super().forward, x, self.weight, self.bias)
+        y = _C.layer_norm_call(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return _fallback("layer_norm", y, super().forward, x) if isinstance(y, str) else y
 
 
 class GroupNorm(nn.GroupNorm):
     """torch.nn.GroupNorm on simdnorm."""
 
     def forward(self, x):
-        return _run("group_norm",
-                    lambda: _ops.group_norm(x, self.num_groups, self.weight, self.bias, self.eps),
-                    super().forward, x, self.weight, self.bias)
+        y = _C.group_norm_call(x, self.num_groups, self.weight, self.bias, self.eps)
+        return _fallback("group_norm", y, super().forward, x) if isinstance(y, str) else y
 
 
 class _SimdBatchNorm:
@@ -107,21 +64,18 @@ class _SimdBatchNorm:
 
     def forward(self, x):
         self._check_input_dim(x)
-        return _run("batch_norm", lambda: self._simdnorm_forward(x), super().forward, x,
-                    self.weight, self.bias, self.running_mean, self.running_var)
-
-    def _simdnorm_forward(self, x):
-        if not self.training and self.running_mean is not None:
-            return _ops.batch_norm(x, self.weight, self.bias, self.running_mean, self.running_var,
-                                   None, False, 0.1, False, self.eps)
-        # Batch statistics: training mode, or eval mode without running statistics.
-        track = self.training and self.track_running_stats
-        cumulative = self.momentum is None
-        return _ops.batch_norm(x, self.weight, self.bias,
-                               self.running_mean if track else None,
-                               self.running_var if track else None,
-                               self.num_batches_tracked if track else None, True,
-                               0.0 if cumulative else self.momentum, cumulative, self.eps)
+        running_mean, running_var = self.running_mean, self.running_var
+        if not self.training and running_mean is not None:
+            y = _C.batch_norm_call(x, self.weight, self.bias, running_mean, running_var, None,
+                                   False, 0.1, False, self.eps)
+        else:  # batch statistics: training mode, or eval mode without running statistics
+            track = self.training and self.track_running_stats
+            cumulative = self.momentum is None
+            y = _C.batch_norm_call(x, self.weight, self.bias, running_mean if track else None,
+                                   running_var if track else None,
+                                   self.num_batches_tracked if track else None, True,
+                                   0.0 if cumulative else self.momentum, cumulative, self.eps)
+        return _fallback("batch_norm", y, super().forward, x) if isinstance(y, str) else y
 
 
 class BatchNorm1d(_SimdBatchNorm, nn.BatchNorm1d):
@@ -145,9 +99,8 @@ class _SimdInstanceNorm:
         self._check_input_dim(x)
         if x.dim() == self._get_no_batch_dim():
             return self.forward(x.unsqueeze(0)).squeeze(0)
-        return _run("instance_norm",
-                    lambda: _ops.instance_norm(x, self.weight, self.bias, self.eps),
-                    super().forward, x, self.weight, self.bias)
+        y = _C.instance_norm_call(x, self.weight, self.bias, self.eps)
+        return _fallback("instance_norm", y, super().forward, x) if isinstance(y, str) else y
 
 
 class InstanceNorm1d(_SimdInstanceNorm, nn.InstanceNorm1d):
@@ -187,11 +140,8 @@ class RMSNorm(nn.Module):
             self.register_parameter("weight", None)
 
     def forward(self, x):
-        if not _rows_dense(x, len(self.normalized_shape)):
-            return _layout_fallback("rms_norm", x, self._reference)
-        return _run("rms_norm",
-                    lambda: _ops.rms_norm(x, self.normalized_shape, self.weight, self.eps),
-                    self._reference, x, self.weight)
+        y = _C.rms_norm_call(x, self.normalized_shape, self.weight, self.eps, 0.0)
+        return _fallback("rms_norm", y, self._reference, x) if isinstance(y, str) else y
 
     def _reference(self, x):
         return _rms_reference(x, self.normalized_shape, self.weight, self.eps)
@@ -219,20 +169,11 @@ class RMSNormGated(nn.Module):
         self.norm_before_gate = norm_before_gate
 
     def forward(self, x, gate=None):
-        def slow(x):
-            return self._reference(x, gate)
-
-        eps = float(self.variance_epsilon)
-        if not _rows_dense(x, 1):
-            return _layout_fallback("rms_norm_gated", x, slow)
-        if gate is None:
-            return _run("rms_norm_gated",
-                        lambda: _ops.rms_norm(x, [x.size(-1)], self.weight, eps),
-                        slow, x, self.weight)
-        return _run("rms_norm_gated",
-                    lambda: _ops.rms_norm_gated(x, gate, self.weight, eps, 0.0,
-                                                self.norm_before_gate),
-                    slow, x, self.weight, gate)
+        y = _C.rms_norm_gated_call(x, gate, self.weight, float(self.variance_epsilon),
+                                   self.norm_before_gate)
+        if isinstance(y, str):
+            return _fallback("rms_norm_gated", y, lambda x: self._reference(x, gate), x)
+        return y
 
     def _reference(self, x, gate):
         input_dtype = x.dtype
@@ -262,12 +203,9 @@ def _rms_subclass(base):
         def forward(self, x):
             eps = getattr(self, self._simdnorm_eps_name)
             eps = torch.finfo(torch.float32).eps if eps is None else float(eps)
-            if not _rows_dense(x, len(self._simdnorm_shape)):
-                return _layout_fallback("rms_norm", x, super(cls, self).forward)
-            offset = getattr(self, "_simdnorm_weight_offset", 0.0)
-            return _run("rms_norm",
-                        lambda: _ops.rms_norm(x, self._simdnorm_shape, self.weight, eps, offset),
-                        super(cls, self).forward, x, self.weight)
+            y = _C.rms_norm_call(x, self._simdnorm_shape, self.weight, eps,
+                                 self._simdnorm_weight_offset)
+            return _fallback("rms_norm", y, super(cls, self).forward, x) if isinstance(y, str) else y
 
         cls = type("Simdnorm" + base.__name__, (base,), {"forward": forward,
                                                          "__module__": __name__})
@@ -288,17 +226,12 @@ def _gated_subclass(base):
             gate = args[0] if args else next((kwargs[n] for n in _GATE_NAMES if n in kwargs), None)
             if len(args) + len(kwargs) > 1 or (kwargs and not set(kwargs) <= set(_GATE_NAMES)):
                 return slow(x, *args, **kwargs)  # arguments this conversion does not know
-            eps = float(getattr(self, self._simdnorm_eps_name))
-            if not _rows_dense(x, 1):
-                return _layout_fallback("rms_norm_gated", x, lambda x: slow(x, *args, **kwargs))
-            if gate is None:
-                return _run("rms_norm_gated",
-                            lambda: _ops.rms_norm(x, [x.size(-1)], self.weight, eps),
-                            lambda x: slow(x), x, self.weight)
-            before = bool(getattr(self, "norm_before_gate", True))
-            return _run("rms_norm_gated",
-                        lambda: _ops.rms_norm_gated(x, gate, self.weight, eps, 0.0, before),
-                        lambda x: slow(x, *args, **kwargs), x, self.weight, gate)
+            y = _C.rms_norm_gated_call(x, gate, self.weight,
+                                       float(getattr(self, self._simdnorm_eps_name)),
+                                       bool(getattr(self, "norm_before_gate", True)))
+            if isinstance(y, str):
+                return _fallback("rms_norm_gated", y, lambda x: slow(x, *args, **kwargs), x)
+            return y
 
         cls = type("Simdnorm" + base.__name__, (base,), {"forward": forward,
                                                          "__module__": __name__})

@@ -6,6 +6,7 @@ different summation orders, compounded over dozens of layers, stays well below 1
 mode. Training-mode BatchNorm normalizes over as few as 8 values per channel in the last stages
 (batch 2, 2x2), which amplifies those differences, hence 1e-3 there.
 """
+import contextlib
 import copy
 
 import pytest
@@ -292,6 +293,61 @@ def test_grad_mode_falls_back_to_torch():
     m(x).sum().backward()
     assert x.grad is not None and m.weight.grad is not None
     assert simdnorm_torch.fallback_counts()["layer_norm: autograd"] == before + 1
+
+
+# Each converted module class with an input it runs on simdnorm, [N, C, H, W] with C = 8 (the row
+# modules normalize the last dim, 8 as well).
+_MODULES = {
+    "layer_norm": lambda: nn.LayerNorm(8),
+    "rms_norm": lambda: simdnorm_torch.RMSNorm(8),
+    "rms_norm_gated": lambda: simdnorm_torch.RMSNormGated(8),
+    "group_norm": lambda: nn.GroupNorm(2, 8),
+    "instance_norm": lambda: nn.InstanceNorm2d(8, affine=True),
+    "batch_norm": lambda: nn.BatchNorm2d(8).eval(),
+    "batch_norm train": lambda: nn.BatchNorm2d(8).train(),
+}
+# What the module's call cannot take, as a change of a dense float32 input.
+_OBSTACLES = {
+    "dtype": lambda x: x.double(),
+    "device": lambda x: x.to("meta"),
+    "autograd": lambda x: x.clone().requires_grad_(),
+    "layout": lambda x: torch.cat([x, x], -1)[..., ::2],  # the last dim strided
+}
+
+
+@pytest.mark.parametrize("name,reason", [
+    (name, reason) for name in _MODULES for reason in _OBSTACLES
+    if (name, reason) != ("instance_norm", "layout")])  # its plans take every strided layout
+def test_module_fallback_reasons(name, reason):
+    """A converted module runs PyTorch's forward on what simdnorm cannot take, with PyTorch's
+    result, and counts the reason; the same module runs simdnorm on a dense float32 input."""
+    torch.manual_seed(0)
+    ref = _MODULES[name]()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.normal_()
+    m = copy.deepcopy(ref)
+    simdnorm_torch.convert(m)
+    x = torch.randn(2, 8, 3, 8)
+    gate = torch.randn(2, 8, 3, 8)
+    call = (lambda m, x: m(x, gate)) if name == "rms_norm_gated" else (lambda m, x: m(x))
+    before = simdnorm_torch.fallback_counts()
+    with torch.no_grad():
+        assert rel_diff(call(m, x), call(ref, x)) < 1e-5
+    assert simdnorm_torch.fallback_counts() == before
+    x = _OBSTACLES[reason](x)
+    if reason in ("dtype", "device"):  # the parameters follow, so that PyTorch can run
+        to = (lambda t: t.double()) if reason == "dtype" else (lambda t: t.to("meta"))
+        ref, m, gate = to(ref), to(m), to(gate)
+    key = f"{name.split()[0]}: {reason}"
+    with contextlib.nullcontext() if reason == "autograd" else torch.no_grad():
+        n = simdnorm_torch.fallback_counts().get(key, 0)
+        got = call(m, x)
+        assert simdnorm_torch.fallback_counts()[key] == n + 1
+        want = call(copy.deepcopy(ref), x)  # (simdnorm's RMSNorm modules fall back too)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if reason != "device":
+        assert torch.equal(got.detach(), want.detach())
 
 
 def test_unsupported_configurations_are_reported():
