@@ -40,7 +40,9 @@
 #include <initializer_list>
 #include <list>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -57,6 +59,12 @@ using c10::optional;
 
 // ---- threads --------------------------------------------------------------------------------
 
+// at::parallel_for is inlined here: under ATen's OpenMP backend it runs in parallel only where
+// this file is compiled with OpenMP (CMakeLists.txt), else every task on the calling thread.
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+#error "simdnorm_torch: compile with OpenMP (ATen's OpenMP backend), or at::parallel_for is serial"
+#endif
+
 class torch_executor final : public simdnorm::executor {
  public:
   std::size_t concurrency() const noexcept override {
@@ -72,6 +80,24 @@ class torch_executor final : public simdnorm::executor {
 torch_executor& executor() {
   static torch_executor exec;
   return exec;
+}
+
+// How many distinct threads run the executor's tasks 0 .. n - 1 (the tests check that
+// torch.set_num_threads governs the operators).
+int64_t executor_threads(int64_t n) {
+  struct seen_threads {
+    std::mutex mutex;
+    std::set<std::thread::id> ids;
+  } seen;
+  executor().parallel_for(
+      static_cast<std::size_t>(n),
+      [](void* ctx, std::size_t, std::size_t) noexcept {
+        auto* s = static_cast<seen_threads*>(ctx);
+        std::lock_guard<std::mutex> lock(s->mutex);
+        s->ids.insert(std::this_thread::get_id());
+      },
+      &seen);
+  return static_cast<int64_t>(seen.ids.size());
 }
 
 // ---- plan cache -----------------------------------------------------------------------------
@@ -1673,5 +1699,7 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "kernel_lanes", [] { return simdnorm::isa_lanes(simdnorm::active_isa()); },
       "float32 lanes of that ISA's vectors (the tests' error bounds depend on them).");
+  m.def("executor_threads", &simdnorm_torch::executor_threads,
+        "Distinct threads that run n tasks of the operators' executor (at::parallel_for).");
   simdnorm_torch::bind_module_calls(m);
 }

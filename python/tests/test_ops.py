@@ -161,6 +161,15 @@ def test_instance_norm(shape):
     assert_close(ops.instance_norm(x, None, None, 1e-5), F.instance_norm(x, eps=1e-5))
 
 
+def test_torch_threads_run_the_tasks():
+    """The operators' executor runs on PyTorch's intra-op threads: torch.set_num_threads(n) has
+    n threads take tasks (an extension built without OpenMP ran them all on one)."""
+    for threads in (1, 2, 3):
+        torch.set_num_threads(threads)
+        assert simdnorm_torch._C.executor_threads(64) == threads
+    assert simdnorm_torch._C.executor_threads(1) == 1
+
+
 def test_threads_give_identical_bits():
     x = torch.randn(64, 256, 8, 8)
     w, b = torch.randn(256), torch.randn(256)
