@@ -109,9 +109,8 @@ py::object rms_norm(const Tensor& x, const std::vector<int64_t>& normalized_shap
 py::object rms_norm_gated(const Tensor& x, const optional<Tensor>& gate,
                           const optional<Tensor>& weight, double eps, bool norm_before_gate) {
   static const auto plain = op_handle<rms_norm_sig>("simdnorm::rms_norm");
-  static const auto gated =
-      op_handle<Tensor(const Tensor&, const Tensor&, const optional<Tensor>&, double, double,
-                       bool)>("simdnorm::rms_norm_gated");
+  static const auto gated = op_handle<Tensor(const Tensor&, const Tensor&, const optional<Tensor>&,
+                                             double, double, bool)>("simdnorm::rms_norm_gated");
   if (const char* why = obstacle(x, {&weight, &gate})) return py::str(why);
   if (!rows_dense(x, 1)) return py::str("layout");
   if (!present(gate)) {
@@ -122,9 +121,8 @@ py::object rms_norm_gated(const Tensor& x, const optional<Tensor>& gate,
 
 py::object group_norm(const Tensor& x, int64_t num_groups, const optional<Tensor>& weight,
                       const optional<Tensor>& bias, double eps) {
-  static const auto op =
-      op_handle<Tensor(const Tensor&, int64_t, const optional<Tensor>&, const optional<Tensor>&,
-                       double)>("simdnorm::group_norm");
+  static const auto op = op_handle<Tensor(const Tensor&, int64_t, const optional<Tensor>&,
+                                          const optional<Tensor>&, double)>("simdnorm::group_norm");
   if (const char* why = obstacle(x, {&weight, &bias})) return py::str(why);
   return run([&] { return op.call(x, num_groups, weight, bias, eps); });
 }
@@ -138,15 +136,14 @@ py::object instance_norm(const Tensor& x, const optional<Tensor>& weight,
   return run([&] { return op.call(x, weight, bias, eps); });
 }
 
-py::object batch_norm(const Tensor& x, const optional<Tensor>& weight,
-                      const optional<Tensor>& bias, const optional<Tensor>& running_mean,
-                      const optional<Tensor>& running_var,
+py::object batch_norm(const Tensor& x, const optional<Tensor>& weight, const optional<Tensor>& bias,
+                      const optional<Tensor>& running_mean, const optional<Tensor>& running_var,
                       const optional<Tensor>& num_batches_tracked, bool training, double momentum,
                       bool cumulative, double eps) {
-  static const auto op = op_handle<Tensor(
-      const Tensor&, const optional<Tensor>&, const optional<Tensor>&, const optional<Tensor>&,
-      const optional<Tensor>&, const optional<Tensor>&, bool, double, bool, double)>(
-      "simdnorm::batch_norm");
+  static const auto op =
+      op_handle<Tensor(const Tensor&, const optional<Tensor>&, const optional<Tensor>&,
+                       const optional<Tensor>&, const optional<Tensor>&, const optional<Tensor>&,
+                       bool, double, bool, double)>("simdnorm::batch_norm");
   if (const char* why = obstacle(x, {&weight, &bias, &running_mean, &running_var})) {
     return py::str(why);
   }
@@ -166,8 +163,9 @@ void bind_module_calls(pybind11::module_& m) {
         return why ? py::object(py::str(why)) : py::object(py::none());
       },
       "Why simdnorm cannot take a call on x alone (dtype, device or autograd), or None.");
-  const char* doc = "A converted module's call: the operator's output, or why simdnorm cannot "
-                    "take the call (a str: dtype, device, autograd or layout).";
+  const char* doc =
+      "A converted module's call: the operator's output, or why simdnorm cannot "
+      "take the call (a str: dtype, device, autograd or layout).";
   m.def("layer_norm_call", &layer_norm, doc);
   m.def("rms_norm_call", &rms_norm, doc);
   m.def("rms_norm_gated_call", &rms_norm_gated, doc);
