@@ -1,7 +1,9 @@
 // BatchNorm (inference and training-mode forward) and GroupNorm(32) bandwidth on CNN shapes,
 // NCHW and NHWC, per ISA and thread count: (N, C, H, W) in {(1, 64, 112, 112), (8, 64, 56, 56),
-// (32, 256, 14, 14), (32, 512, 7, 7), (256, 2048, 1, 1)} (2-6 MiB of x: cache-resident) and
-// (64, 64, 128, 128) (256 MiB of x: beyond the last-level cache); GroupNorm(32) on
+// (32, 256, 14, 14), (32, 512, 7, 7), (256, 2048, 1, 1)} (2-6 MiB of x: cache-resident),
+// (1, 256, 14, 14) and (1, 2048, 7, 7) (ResNet-50 at batch 1: 196 and 392 KiB, calls that run
+// inline below kInlineElements or not) and (64, 64, 128, 128) (256 MiB of x: beyond the
+// last-level cache); GroupNorm(32) on
 // (1, 320, 64, 64) and (1, 640, 32, 32). Bytes: x read once plus y written once. The same in
 // bf16 (x and y bf16, statistics and parameters f32: 2 bytes read and 2 written per element,
 // against a copy of the same bytes).
@@ -17,7 +19,8 @@ struct shape {
 };
 
 const shape kBatchNormShapes[] = {{1, 64, 112, 112}, {8, 64, 56, 56},   {32, 256, 14, 14},
-                                  {32, 512, 7, 7},   {256, 2048, 1, 1}, {64, 64, 128, 128}};
+                                  {32, 512, 7, 7},   {256, 2048, 1, 1}, {1, 256, 14, 14},
+                                  {1, 2048, 7, 7},   {64, 64, 128, 128}};
 const shape kGroupNormShapes[] = {{1, 320, 64, 64}, {1, 640, 32, 32}};
 
 enum class op { bn_inference, bn_training, group_norm };

@@ -14,9 +14,9 @@ namespace simdnorm::detail {
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
 inline constexpr std::size_t kTaskElements = 16384;
 
-/// A row-op call over fewer elements of x than this is one task, so it runs inline on the
-/// calling thread: waking a pool thread costs about as much as the whole call. Trades the
-/// second core against the wake-up.
+/// A row-op or BatchNorm inference call over fewer elements of x than this is one task, so it
+/// runs inline on the calling thread: waking a pool thread costs about as much as the whole
+/// call. Trades the second core against the wake-up.
 /// Measured on: a 2-core AMD EPYC (Zen 5) guest, oneTBB pool, quiet machine, simdnorm_bench
 /// few_rows/{layer,rms}_norm, medians of 9, 1 vs 2 threads when split into kTaskElements
 /// tasks: 8 x 4096 (32Ki) 3.2 vs 4.6 us (LayerNorm), 2.8 vs 5.2 us (RMSNorm); 4 x 16384

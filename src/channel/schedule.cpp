@@ -2,7 +2,8 @@
 // results depend on the shape only, never on the executor or the thread count, so the bits of
 // the results do not either. The numbers are in tuning.hpp.
 //
-//   inference (BatchNorm): one phase, elementwise, tasks of ~kTaskElements in memory order.
+//   inference (BatchNorm): one phase, elementwise, tasks of ~kTaskElements in memory order
+//     (one task below kInlineElements).
 //   planes, fused: one phase; a task takes whole units, computes a unit's statistics, then
 //     normalizes it while it is still in cache (L1/L2 for small units, L3 for a channel of a
 //     large NCHW tensor): x is read from memory once.
@@ -36,12 +37,18 @@ std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 void schedule_inference(channel_norm_plan& p) {
   const channel_geometry& g = p.g;
   if (g.columns) {
-    p.rows_per_task = std::max<std::size_t>(1, kTaskElements / std::size_t(g.C));
-    p.phases.push_back({phase_kind::infer_rows, ceil_div(std::size_t(g.R), p.rows_per_task)});
+    const std::size_t rows = std::size_t(g.R), C = std::size_t(g.C);
+    // A call smaller than kInlineElements is one task: it runs inline, no thread is woken.
+    p.rows_per_task =
+        rows * C < kInlineElements ? rows : std::max<std::size_t>(1, kTaskElements / C);
+    p.phases.push_back({phase_kind::infer_rows, ceil_div(rows, p.rows_per_task)});
     return;
   }
   const std::size_t planes = std::size_t(g.nseg * g.U), len = std::size_t(g.len);
-  if (len >= 2 * kTaskElements) {
+  if (planes * len < kInlineElements) {
+    p.planes_per_task = planes;
+    p.phases.push_back({phase_kind::infer_planes, 1});
+  } else if (len >= 2 * kTaskElements) {
     p.pieces = std::min(len / kMinPieceElements, ceil_div(len, kTaskElements));
     p.phases.push_back({phase_kind::infer_planes, planes * p.pieces});
   } else {
