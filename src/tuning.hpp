@@ -117,10 +117,13 @@ inline constexpr std::size_t kPeriodVectors = 8;
 /// loading each parameter vector once for the group; only for rows of at most
 /// kRowAffineGroupMaxCols floats, since longer rows lost with the group's interleaved store
 /// streams. Measured on: a 2-core AMD EPYC (Zen 5) guest, BatchNorm inference NHWC in cache,
-/// 1 / 2 threads: C = 256 0.75 / 0.65 -> 0.80 / 0.80 of copy, but C = 512 0.96 / 0.94 ->
-/// 0.90 / 0.87 and C = 2048 0.87 -> 0.81 (bench/simdnorm_bench; docs/performance.md).
+/// 1 / 2 threads: C = 256 0.75 / 0.65 -> 0.80 / 0.80 of copy, C = 2048 0.87 -> 0.81; C = 512
+/// (32x512x7x7) first measured 0.96 / 0.94 -> 0.90 / 0.87, then (2026-12-06, same guest kind)
+/// row by row 0.82-0.93 / 0.57-0.63 -> grouped 0.88-0.93 / 0.82-0.83: the row walk's three
+/// loads per vector limit the second thread, as the loads are this core's narrow resource
+/// (bench/simdnorm_bench; docs/performance.md).
 inline constexpr std::size_t kRowAffineGroup = 4;
-inline constexpr std::size_t kRowAffineGroupMaxCols = 256;
+inline constexpr std::size_t kRowAffineGroupMaxCols = 512;
 
 /// Units the segment statistics kernel interleaves (channel/segment_moments-inl.hpp): short
 /// units are given to tasks in multiples of this.

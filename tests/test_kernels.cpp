@@ -31,8 +31,9 @@ const sd::kernel_table& active_table() {
 std::vector<std::size_t> lengths(std::size_t lanes) {
   std::vector<std::size_t> n;
   for (std::size_t k = 1; k <= 4 * lanes + 1; ++k) n.push_back(k);
-  for (std::size_t base : {8 * lanes, 16 * lanes, sd::kShortCols, sd::kMomentChunk,
-                           sd::kRowsTogetherMinCols, 2 * sd::kMomentChunk})
+  for (std::size_t base :
+       {8 * lanes, 16 * lanes, sd::kShortCols, sd::kMomentChunk, sd::kRowsTogetherMinCols,
+        sd::kRowAffineGroupMaxCols, 2 * sd::kMomentChunk})
     for (std::size_t k : {base - 1, base, base + 1}) n.push_back(k);
   return n;
 }

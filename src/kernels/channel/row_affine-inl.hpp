@@ -16,7 +16,8 @@
 //     row overlaps the one before it and is loaded before the group's body is stored and
 //     stored last, so in-place use stays correct.
 //   row by row (map_row): longer rows, whose per-row work is amortized (there the groups'
-//     interleaved store streams lost), rows shorter than a vector, and streaming stores.
+//     interleaved store streams lost: C = 2048), rows shorter than a vector, and streaming
+//     stores.
 //   (Measurements: docs/performance.md, "BatchNorm inference on NHWC".)
 // Numerics: every element goes through the same operations in every layout (v - c, then
 //   one fma, the scalar tails through fma1), so the layout never changes a bit.
