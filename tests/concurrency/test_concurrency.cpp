@@ -110,8 +110,8 @@ const std::vector<op_case>& cases() {
     c = add("lp_norm p=2", tensor_desc::contiguous({1536, 100}),
             [](const tensor_desc& d, plan* p) { return plan::lp_norm(d, d, {}, p); });
     c->rstd = 1536;
-    // BatchNorm inference: 64 planes of 576, 3 tasks.
-    add("batch_norm inference nchw", tensor_desc::contiguous({4, 16, 24, 24}),
+    // BatchNorm inference (above the inline size too): 64 planes of 2304, 8 tasks.
+    add("batch_norm inference nchw", tensor_desc::contiguous({4, 16, 48, 48}),
         [](const tensor_desc& d, plan* p) {
           simdnorm::batch_norm_params prm;
           prm.running_mean = bn_infer.mean.data();
