@@ -2017,7 +2017,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   // a build without the 16-bit kernels refuses them, and says why where nothing else is wrong
   static const bool has_16bit = build_has_16bit();
   const bool unsupported = !has_16bit && (is_16bit(x_type) || is_16bit(y_type));
-  const bool want_unsupported = unsupported && ex == expect::accept;
+  bool want_unsupported = unsupported && ex == expect::accept;
   if (unsupported) reject = true, ex = expect::reject;
 
   std::snprintf(g_case, sizeof g_case,
@@ -2119,6 +2119,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
         if (!(bn_rv.data[i] >= 0.f)) {
           reject = true;
           ex = expect::reject;
+          want_unsupported = false;  // something else is wrong: either refusal is right
         }
     for (buffer* b : {&bn_rm, &bn_rv, &bn_g, &bn_b}) b->take_snapshot();
   } else if (c.op == kBatchNorm && !c.null_params) {
@@ -2133,6 +2134,7 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     if (!c.bn.training) {
       reject = true;
       ex = expect::reject;
+      want_unsupported = false;
     }
   }
 
