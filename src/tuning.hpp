@@ -7,12 +7,25 @@
 
 namespace simdnorm::detail {
 
+/// Fuzz builds (tests/fuzz defines SIMDNORM_SMALL_SCHEDULES) shrink the sizes at which the plans
+/// change schedule, so that the fuzzer's small tensors (at most 2^15 elements) reach every
+/// schedule: calls of many tasks, rows cut into pieces across tasks, units split into parts,
+/// several waves, rows of several chunks and pieces. With the normal sizes none of these is
+/// reached below 2^17 elements. Kernel tiles do not change. The bits of results differ from a
+/// normal build's (chunk and piece sizes are part of the numerics); the error bounds only
+/// tighten, as chains get shorter.
+#ifdef SIMDNORM_SMALL_SCHEDULES
+inline constexpr bool kSmallSchedules = true;
+#else
+inline constexpr bool kSmallSchedules = false;
+#endif
+
 // ---- task sizing (row and channel plans) -----------------------------------------------------
 
 /// Elements of x per task (64 KiB of floats). Trades the cost of a task switch (larger tasks
 /// amortize it) against load balance (smaller tasks keep two to sixteen threads busy on 1 MiB).
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
-inline constexpr std::size_t kTaskElements = 16384;
+inline constexpr std::size_t kTaskElements = kSmallSchedules ? 256 : 16384;
 
 /// A row-op or BatchNorm inference call over fewer elements of x than this is one task, so it
 /// runs inline on the calling thread: waking a pool thread costs about as much as the whole
@@ -21,7 +34,7 @@ inline constexpr std::size_t kTaskElements = 16384;
 /// few_rows/{layer,rms}_norm, medians of 9, 1 vs 2 threads when split into kTaskElements
 /// tasks: 8 x 4096 (32Ki) 3.2 vs 4.6 us (LayerNorm), 2.8 vs 5.2 us (RMSNorm); 4 x 16384
 /// (64Ki) 5.2 vs 5.6 us and 6.3 vs 6.3 us; 8 x 16384 (128Ki) 15.2 vs 8.6 us and 17.4 vs 9.1 us.
-inline constexpr std::size_t kInlineElements = std::size_t(1) << 17;
+inline constexpr std::size_t kInlineElements = kSmallSchedules ? 512 : std::size_t(1) << 17;
 
 /// Rows longer than kPieceElements are spread over tasks piece by piece when whole rows make
 /// fewer tasks than this (a few long rows: LLM decode at hidden sizes beyond a piece, a
@@ -44,7 +57,7 @@ inline constexpr std::size_t kMinUnits = 16;
 /// At most this many bytes of x per wave of split units. Trades fewer phases (larger waves)
 /// against phase B finding the wave still in cache.
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
-inline constexpr std::size_t kWaveBytes = std::size_t(16) << 20;
+inline constexpr std::size_t kWaveBytes = std::size_t(16) << (kSmallSchedules ? 10 : 20);
 
 /// A wave also takes at most 1 / kWaveCacheDivisor of the last-level cache, leaving the rest
 /// to y, the workspace and other threads' data. Trades fewer phases against cache hits in
@@ -56,7 +69,7 @@ inline constexpr std::size_t kWaveCacheDivisor = 4;
 /// plane is spread over tasks. Trades more, smaller tasks (balance) against per-piece overhead
 /// and the chunk tails of the statistics kernel.
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
-inline constexpr std::size_t kMinPieceElements = 1024;
+inline constexpr std::size_t kMinPieceElements = kSmallSchedules ? 64 : 1024;
 
 /// Segments shorter than this (such as 14x14 planes) count as short: units made of them go
 /// through the interleaved statistics kernel even when they hold up to kTaskElements values,
@@ -78,7 +91,7 @@ inline constexpr std::size_t kMaxColumnSplits = 16;
 /// Partial moments (channels times splits) a task of the finish phase merges. Trades task
 /// count against per-task overhead; the phase is small next to the two passes over x.
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
-inline constexpr std::size_t kColumnFinishMoments = 4096;
+inline constexpr std::size_t kColumnFinishMoments = kSmallSchedules ? 64 : 4096;
 
 /// Units the finish phase merges side by side, so that their dependent chains of Chan steps
 /// overlap. Trades latency hiding against registers and stack (two doubles per unit).
@@ -132,22 +145,23 @@ inline constexpr std::size_t kInterleavedUnits = 4;
 /// Elements per statistics chunk (common/moments-inl.hpp): sums within a chunk are float, the
 /// chunks are merged in double. Longer chunks lose accuracy (about u * chunk / lanes); shorter
 /// ones cost more merges. Part of the numerics: changing it changes the bits of every result.
-inline constexpr std::size_t kMomentChunk = 2048;
+inline constexpr std::size_t kMomentChunk = kSmallSchedules ? 256 : 2048;
 
 /// Elements per row piece: a long row's statistics are its pieces' moments folded in order
 /// (row/stats_long-inl.hpp), so a plan can give the pieces of one row to different tasks, or
 /// a caller to different processes, without changing a bit. A multiple of kMomentChunk. Longer
 /// pieces leave fewer tasks for a long row; shorter ones cost more folds. Part of the
 /// numerics: changing it changes the bits of rows longer than it.
-inline constexpr std::size_t kPieceElements = 16384;
+inline constexpr std::size_t kPieceElements = kSmallSchedules ? 512 : 16384;
 static_assert(kPieceElements % kMomentChunk == 0);
+static_assert(kMomentChunk >= kShortCols);  // a short row is one chunk (row/stats_short-inl.hpp)
 
 // ---- kernel thresholds -----------------------------------------------------------------------
 
 /// A group of rows is normalized right after its statistics while its x stays in L2: groups
 /// hold at most this many bytes of x (row/normalize-inl.hpp), so x is read from memory once.
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
-inline constexpr std::size_t kGroupBytes = std::size_t(256) << 10;
+inline constexpr std::size_t kGroupBytes = std::size_t(kSmallSchedules ? 4 : 256) << 10;
 
 /// With regular stores, the normalize pass runs rows of kShortCols < n <= this one by one (one
 /// sequential store stream, which the hardware prefetcher follows) rather than kRowGroup

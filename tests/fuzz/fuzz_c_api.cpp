@@ -2518,9 +2518,13 @@ int run_one(const std::uint8_t* data, std::size_t size) {
     return 0;
   }
   const simdnorm_status s = execute(path, true);
-  if (verbose)
-    std::fprintf(stderr, "  execute path %d -> %d (%s)\n", path, int(s),
+  if (verbose) {
+    std::fprintf(stderr, "  execute path %d -> %d (%s); tasks per phase:", path, int(s),
                  simdnorm_last_error_message());
+    for (std::size_t p = 0; p < simdnorm_plan_num_phases(plan); ++p)
+      std::fprintf(stderr, " %zu", simdnorm_plan_num_tasks(plan, p));
+    std::fprintf(stderr, "\n");
+  }
   if (misuse_call) args_ex = expect::reject;
   if (s != SIMDNORM_OK) {
     FUZZ_CHECK(args_ex != expect::accept);

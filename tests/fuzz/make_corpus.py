@@ -328,6 +328,17 @@ def fused_seeds(seeds):
         tokens=T_DIVISOR, divisor=1, stride=S_CHUNKED, block=32), args=0x0F)
     rms("gate_f8_amax", shape=(3, 64), fuse=fused(GATE | QUANT | ROW_AMAX, quant=Y_F8))
     ln("cross_op", path=0, fuse=fused(RESIDUAL, outputs=CROSS_OP))
+    # a few rows longer than a piece: the plan cuts them into pieces across tasks (reached by
+    # the fuzz build's small schedules, src/tuning.hpp), with the fused operands
+    rms("split_res_vllm", shape=(2, 2049), alias=1, fuse=fused(RESIDUAL, R_OVER_RESIDUAL),
+        args=0x09, path=1)
+    ln("split_res_bias", shape=(2, 2047), fuse=fused(RESIDUAL | BIAS), args=0x0F, path=2)
+    ln("split_adaln_offset", shape=(3, 1023), fuse=fused(MODULATION | OFFSET, tokens=T_ONE,
+                                                         stride=S_COLS), path=3)
+    rms("split_gate", shape=(3, 1023), fuse=fused(RESIDUAL | GATE, values=2), path=1)
+    rms("split_gate_before", shape=(2, 2047), fuse=fused(GATE, gate=G_BEFORE), args=0x09,
+        path=2)
+    seeds["lp_split_res"] = seed("lp_norm", [2, 1023], pb=1, fuse=fused(RESIDUAL), path=1)
     rms("cross_op_run", path=2, fuse=fused(GATE, outputs=CROSS_OP))
     seeds["lp_cross_op"] = seed("lp_norm", [5, 7], pb=1, path=1, fuse=fused(outputs=CROSS_OP))
     ln("fused_nothing", fuse=fused())
@@ -349,6 +360,9 @@ def dtype_seeds(seeds, rnd):
                                         offset=7, types=(F, BF))
     seeds["rms_f16_in_place"] = seed("rms_norm", [6, 16], alias=1, args=0x09, types=(H, H),
                                      isa=1, path=1, chunk=0x23)
+    seeds["rms_bf16_split_res_gate"] = seed("rms_norm", [2, 2049], alias=1, args=0x01,
+                                            fuse=fused(RESIDUAL | GATE, R_OVER_RESIDUAL),
+                                            types=(BF, BF), path=1)
     seeds["rms_f16_raw"] = seed("rms_norm", [2, 64], data_mode=0, data=raw(256), types=(H, H))
     seeds["rms_bf16_to_f16"] = seed("rms_norm", [5, 9], args=0x09, types=(BF, H), isa=3)
     seeds["lp2_f16"] = seed("lp_norm", [7, 5], pb=1, args=0x08, types=(H, H))
