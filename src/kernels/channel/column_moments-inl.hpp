@@ -21,7 +21,100 @@
 // Numerics: as the rows; each lane sums at most kColumnChunkRows terms in float before the
 //   double merge. Results depend only on the shape and the ISA, never on threads.
 
-/// Rows per chunk of column_moments: each lane sums this many values in float.
+/// One block of NV vectors of channels at offsets off[0..NV) (a compile-time count, so that
+/// the accumulators stay in registers: with a run-time count they lived on the stack, and
+/// every add waited for the store of the one before), walked down all rows chunk by chunk.
+template <class V, class TX, std::size_t NV>
+void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
+                  const std::size_t (&off)[4], moments_f64* out) {
+  constexpr std::size_t W = V::size, B = 4 * W;
+  // Lanes past NV vectors stay zero: the per-lane merge below runs over all B lanes (a fixed
+  // count, so the compiler vectorizes it) and ignores them.
+  alignas(64) float p[B] = {}, s[B] = {}, center[B] = {}, q[B] = {};
+  alignas(64) double mean[B], m2[B];
+  V vp[NV];
+  SIMDNORM_UNROLL
+  for (std::size_t j = 0; j < NV; ++j) {
+    vp[j] = io::load<V>(x + off[j]);
+    vp[j].store_unaligned(p + j * W);
+  }
+  for (std::size_t r0 = 0; r0 < rows; r0 += kColumnChunkRows) {
+    const std::size_t r1 = rows - r0 < kColumnChunkRows ? rows : r0 + kColumnChunkRows;
+    const TX* base = x + std::ptrdiff_t(r0) * row_stride;
+    const std::size_t n = r1 - r0;
+    // Pass A: per-lane sums of (x - p); two accumulators per vector (even and odd rows).
+    V a[NV][2];
+    SIMDNORM_UNROLL
+    for (std::size_t j = 0; j < NV; ++j) a[j][0] = a[j][1] = V(0.f);
+    std::size_t r = 0;
+    for (; r + 2 <= n; r += 2) {
+      const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
+      const TX* x1 = x0 + row_stride;
+      SIMDNORM_UNROLL
+      for (std::size_t j = 0; j < NV; ++j) {
+        a[j][0] += io::load<V>(x0 + off[j]) - vp[j];
+        a[j][1] += io::load<V>(x1 + off[j]) - vp[j];
+      }
+    }
+    if (r < n) {
+      SIMDNORM_UNROLL
+      for (std::size_t j = 0; j < NV; ++j)
+        a[j][0] += io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vp[j];
+    }
+    const V inv_n(float(1.0 / double(n)));
+    V vc[NV];
+    SIMDNORM_UNROLL
+    for (std::size_t j = 0; j < NV; ++j) {
+      const V sj = a[j][0] + a[j][1];
+      sj.store_unaligned(s + j * W);
+      vc[j] = fma(sj, inv_n, vp[j]);
+      vc[j].store_unaligned(center + j * W);
+    }
+    // Pass B: per-lane sums of (x - center)^2, from L1; meanwhile the next chunk of this
+    // block is requested into L2, one line per vector loaded (as segment_moments).
+    const TX* nx = base + std::ptrdiff_t(n) * row_stride;
+    std::size_t n_pf = r1 + kColumnChunkRows <= rows ? kColumnChunkRows : rows - r1;
+    std::size_t jp = 0;
+    auto prefetch_next = [&] {
+      if (n_pf == 0) return;
+      __builtin_prefetch(nx + off[jp], 0, 2);
+      if (++jp == NV) jp = 0, nx += row_stride, --n_pf;
+    };
+    SIMDNORM_UNROLL
+    for (std::size_t j = 0; j < NV; ++j) a[j][0] = a[j][1] = V(0.f);
+    for (r = 0; r + 2 <= n; r += 2) {
+      const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
+      const TX* x1 = x0 + row_stride;
+      SIMDNORM_UNROLL
+      for (std::size_t j = 0; j < NV; ++j) {
+        prefetch_next();
+        prefetch_next();
+        const V d0 = io::load<V>(x0 + off[j]) - vc[j], d1 = io::load<V>(x1 + off[j]) - vc[j];
+        a[j][0] = fma(d0, d0, a[j][0]);
+        a[j][1] = fma(d1, d1, a[j][1]);
+      }
+    }
+    if (r < n) {
+      SIMDNORM_UNROLL
+      for (std::size_t j = 0; j < NV; ++j) {
+        const V d = io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vc[j];
+        a[j][0] = fma(d, d, a[j][0]);
+      }
+    }
+    SIMDNORM_UNROLL
+    for (std::size_t j = 0; j < NV; ++j) (a[j][0] + a[j][1]).store_unaligned(q + j * W);
+    // Per lane, in double: the chunk's moments merged into the channel's, over all B lanes
+    // so that the loop vectorizes.
+    const chan_weights w{double(r0), double(n)};
+    for (std::size_t l = 0; l < B; ++l) {
+      double cm, cm2;
+      chunk_moments(p[l], s[l], center[l], q[l], double(n), cm, cm2);
+      merge_moments(r0 == 0, w, cm, cm2, mean[l], m2[l]);
+    }
+  }
+  for (std::size_t j = 0; j < NV; ++j)
+    for (std::size_t l = 0; l < W; ++l) out[off[j] + l] = {mean[j * W + l], m2[j * W + l]};
+}
 
 template <class V, class TX>
 void column_moments(const void* x_in, std::ptrdiff_t row_stride, std::size_t rows, std::size_t cols,
@@ -42,79 +135,11 @@ void column_moments(const void* x_in, std::ptrdiff_t row_stride, std::size_t row
       const std::size_t o = c0 + j * W;
       off[j] = j < nv ? (o + W <= cols ? o : cols - W) : off[0];
     }
-    // Lanes past nv vectors stay zero: the per-lane merge below runs over all B lanes (a
-    // fixed count, so the compiler vectorizes it) and ignores them.
-    alignas(64) float p[B] = {}, s[B] = {}, center[B] = {}, q[B] = {};
-    alignas(64) double mean[B], m2[B];
-    for (std::size_t j = 0; j < nv; ++j) io::load<V>(x + off[j]).store_unaligned(p + j * W);
-    for (std::size_t r0 = 0; r0 < rows; r0 += kColumnChunkRows) {
-      const std::size_t r1 = rows - r0 < kColumnChunkRows ? rows : r0 + kColumnChunkRows;
-      const TX* base = x + std::ptrdiff_t(r0) * row_stride;
-      const std::size_t n = r1 - r0;
-      // Pass A: per-lane sums of (x - p); two accumulators per vector (even and odd rows).
-      V a[4][2], vp[4];
-      for (std::size_t j = 0; j < 4; ++j) {
-        vp[j] = load<V>(p + j * W);
-        a[j][0] = a[j][1] = V(0.f);
-      }
-      std::size_t r = 0;
-      for (; r + 2 <= n; r += 2) {
-        const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
-        const TX* x1 = x0 + row_stride;
-        for (std::size_t j = 0; j < nv; ++j) {
-          a[j][0] += io::load<V>(x0 + off[j]) - vp[j];
-          a[j][1] += io::load<V>(x1 + off[j]) - vp[j];
-        }
-      }
-      if (r < n)
-        for (std::size_t j = 0; j < nv; ++j)
-          a[j][0] += io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vp[j];
-      const V inv_n(float(1.0 / double(n)));
-      V vc[4];
-      for (std::size_t j = 0; j < nv; ++j) {
-        const V sj = a[j][0] + a[j][1];
-        sj.store_unaligned(s + j * W);
-        vc[j] = fma(sj, inv_n, vp[j]);
-        vc[j].store_unaligned(center + j * W);
-      }
-      // Pass B: per-lane sums of (x - center)^2, from L1; meanwhile the next chunk of this
-      // block is requested into L2, one vector's worth per vector (as segment_moments).
-      const TX* nx = base + std::ptrdiff_t(n) * row_stride;
-      std::size_t n_pf = r1 + kColumnChunkRows <= rows ? kColumnChunkRows : rows - r1;
-      std::size_t jp = 0;
-      auto prefetch_next = [&] {
-        if (n_pf == 0) return;
-        __builtin_prefetch(nx + off[jp], 0, 2);
-        if (++jp == nv) jp = 0, nx += row_stride, --n_pf;
-      };
-      for (std::size_t j = 0; j < 4; ++j) a[j][0] = a[j][1] = V(0.f);
-      for (r = 0; r + 2 <= n; r += 2) {
-        const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
-        const TX* x1 = x0 + row_stride;
-        for (std::size_t j = 0; j < nv; ++j) {
-          prefetch_next();
-          prefetch_next();
-          const V d0 = io::load<V>(x0 + off[j]) - vc[j], d1 = io::load<V>(x1 + off[j]) - vc[j];
-          a[j][0] = fma(d0, d0, a[j][0]);
-          a[j][1] = fma(d1, d1, a[j][1]);
-        }
-      }
-      if (r < n)
-        for (std::size_t j = 0; j < nv; ++j) {
-          const V d = io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vc[j];
-          a[j][0] = fma(d, d, a[j][0]);
-        }
-      for (std::size_t j = 0; j < nv; ++j) (a[j][0] + a[j][1]).store_unaligned(q + j * W);
-      // Per lane, in double: the chunk's moments merged into the channel's, over all B lanes
-      // so that the loop vectorizes.
-      const chan_weights w{double(r0), double(n)};
-      for (std::size_t l = 0; l < B; ++l) {
-        double cm, cm2;
-        chunk_moments(p[l], s[l], center[l], q[l], double(n), cm, cm2);
-        merge_moments(r0 == 0, w, cm, cm2, mean[l], m2[l]);
-      }
+    switch (nv) {
+      case 4: column_block<V, TX, 4>(x, row_stride, rows, off, out); break;
+      case 3: column_block<V, TX, 3>(x, row_stride, rows, off, out); break;
+      case 2: column_block<V, TX, 2>(x, row_stride, rows, off, out); break;
+      default: column_block<V, TX, 1>(x, row_stride, rows, off, out); break;
     }
-    for (std::size_t j = 0; j < nv; ++j)
-      for (std::size_t l = 0; l < W; ++l) out[off[j] + l] = {mean[j * W + l], m2[j * W + l]};
   }
 }
