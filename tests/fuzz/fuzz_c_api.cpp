@@ -2415,10 +2415,11 @@ int run_one(const std::uint8_t* data, std::size_t size) {
   if (planned && fused_ex == expect::reject) args_ex = expect::reject;
   if (planned && fused_ex == expect::either && args_ex == expect::accept) args_ex = expect::either;
   // the residual's and the gate's values as given: in bounds wherever the call may be accepted
-  // (a moments plan ignores the gate, wherever it lies: not read then)
+  // (a moments plan ignores the gate, wherever it lies: not read then). Not read where the
+  // call must fail: with y missing, a gate placed over y's bytes may run past them.
   std::vector<float> rl, gl;
   const bool read_gate = fp.gate && c.stage != kMoments;
-  for (std::int64_t i = 0; small && planned && fused_ex != expect::reject && i < numel; ++i) {
+  for (std::int64_t i = 0; small && planned && args_ex != expect::reject && i < numel; ++i) {
     const std::int64_t o = xo[std::size_t(i)];
     if (fp.residual.in) rl.push_back(load_elem(fp.residual.in, o, x_type));
     if (read_gate) gl.push_back(load_elem(fp.gate, o, x_type));
