@@ -23,8 +23,10 @@
 #             corpus (scripts/fuzz.sh 0; open-ended fuzzing is scripts/fuzz.sh SECONDS)
 #   arm       aarch64 cross build (NEON) with oneTBB and the benchmark, against Debian's arm64
 #             packages extracted into <build root>/arm-sysroot; whole suite under qemu-aarch64
-#             (quick mode), the suite again with SIMDNORM_ISA=neon64 and on a NEON-only CPU
-#             model, a benchmark smoke run, and a serial (no oneTBB) build's C API test
+#             (quick mode) on qemu's default CPU (BF16: neon64_bf16), again with
+#             SIMDNORM_ISA=neon64 (the integer bf16 stores on the same CPU) and on a CPU model
+#             without BF16 (Neoverse N1), a benchmark smoke run, and a serial (no oneTBB) build's
+#             C API test
 #   package   install (static and shared) to a temporary prefix; C++ and C consumer projects via
 #             find_package, pkg-config, add_subdirectory and FetchContent; exported symbols
 #
@@ -68,10 +70,10 @@ run_stage() {
 # (which also reflects what the OS enables): an independent check of src/dispatch.cpp.
 expected_native_isa() {
   local flags
-  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  flags=" $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | cut -d: -f2) "
   has() { for f in "$@"; do [[ $flags == *" $f "* ]] || return 1; done; }
   case "$(uname -m)" in
-    aarch64) echo neon64 ;;
+    aarch64) if has bf16; then echo neon64_bf16; else echo neon64; fi ;;
     x86_64)
       if has avx512f avx512cd avx512dq avx512bw avx512_bf16; then echo avx512bf16
       elif has avx512f avx512cd avx512dq avx512bw; then echo avx512bw
@@ -116,7 +118,7 @@ stage_release() {
 isas_best_first() {
   case "$(uname -m)" in
     x86_64) echo avx512bf16 avx512bw avx2_fma sse4_2 sse2 scalar ;;
-    aarch64) echo neon64 scalar ;;
+    aarch64) echo neon64_bf16 neon64 scalar ;;
     *) echo scalar ;;
   esac
 }
@@ -225,11 +227,12 @@ stage_arm() {
   [ -x "$build/arm/bench/simdnorm_bench" ] ||
     { echo "arm: bench/simdnorm_bench was not built (see $build/arm.configure.log)"; return 1; }
   export SIMDNORM_TEST_QUICK=1
-  SIMDNORM_EXPECT_ISA=neon64 \
+  SIMDNORM_EXPECT_ISA=neon64_bf16 \
     timeout 1800 ctest --test-dir "$build/arm" --output-on-failure -j"$jobs" --timeout 900
   local qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
   [ -e /lib/ld-linux-aarch64.so.1 ] && qemu=(qemu-aarch64)  # multiarch libc: see the toolchain
-  # Forced by the environment, and on a core without SVE (Neoverse N1): NEON only.
+  # neon64 forced on the same CPU (bf16 stores in integer SIMD, the same bits as bfcvtn), and on
+  # a core without BF16 and SVE (Neoverse N1), where dispatch must pick it.
   SIMDNORM_ISA=neon64 SIMDNORM_EXPECT_ISA=neon64 \
     timeout 900 "${qemu[@]}" "$build/arm/tests/simdnorm_tests" | tail -n 3
   QEMU_CPU=neoverse-n1 SIMDNORM_EXPECT_ISA=neon64 \

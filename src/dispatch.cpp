@@ -2,6 +2,9 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -75,6 +78,10 @@ constexpr std::string_view kArch = "";
   F("sse4.2")                    \
   F("avx2") F("fma") F("avx512f") F("avx512cd") F("avx512dq") F("avx512bw") F("avx512bf16")
 
+// The AArch64 CPU features simdnorm/isa_list.h may name, with their bit in Linux's AT_HWCAP2
+// (asm/hwcap.h; the kernel sets it only when the CPU has the feature and the kernel supports it).
+#define SIMDNORM_AARCH64_FEATURES(F) F("bf16", 14)
+
 // Calls each(feature) for every space-separated word of `features`; false when one returns false.
 template <class F>
 constexpr bool all_features(std::string_view features, F each) {
@@ -92,13 +99,17 @@ constexpr bool known_feature(std::string_view f) {
   if (f == literal) return true;
   SIMDNORM_X86_FEATURES(SIMDNORM_KNOWN)
 #undef SIMDNORM_KNOWN
+#define SIMDNORM_KNOWN(literal, hwcap2_bit) \
+  if (f == literal) return true;
+  SIMDNORM_AARCH64_FEATURES(SIMDNORM_KNOWN)
+#undef SIMDNORM_KNOWN
   return false;
 }
 
 #define SIMDNORM_CHECK_FEATURES(name, NAME, id, lanes, fma, arch, features)                 \
   static_assert(all_features(features, known_feature), "simdnorm/isa_list.h: " #name        \
                                                        " names a CPU feature missing from " \
-                                                       "SIMDNORM_X86_FEATURES");
+                                                       "SIMDNORM_*_FEATURES");
 SIMDNORM_ISA_LIST(SIMDNORM_CHECK_FEATURES)
 #undef SIMDNORM_CHECK_FEATURES
 
@@ -112,6 +123,11 @@ bool cpu_has_feature(std::string_view f) noexcept {
 #define SIMDNORM_TEST_FEATURE(literal) \
   if (f == literal) return __builtin_cpu_supports(literal);
   SIMDNORM_X86_FEATURES(SIMDNORM_TEST_FEATURE)
+#undef SIMDNORM_TEST_FEATURE
+#elif defined(__aarch64__) && defined(__linux__)
+#define SIMDNORM_TEST_FEATURE(literal, hwcap2_bit) \
+  if (f == literal) return (getauxval(AT_HWCAP2) >> (hwcap2_bit)) & 1;
+  SIMDNORM_AARCH64_FEATURES(SIMDNORM_TEST_FEATURE)
 #undef SIMDNORM_TEST_FEATURE
 #endif
   (void)f;

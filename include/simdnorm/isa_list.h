@@ -14,8 +14,9 @@
  *   fma       1 when the kernels fuse multiply-adds (results differ in the last bits from the
  *             ISAs without)
  *   arch      "x86_64", "aarch64" or "any": the architectures it runs on
- *   features  CPU features it needs beyond the architecture's baseline, space-separated, as
- *             named by GCC's __builtin_cpu_supports; checked with the OS register state (XCR0)
+ *   features  CPU features it needs beyond the architecture's baseline, space-separated: on
+ *             x86 as named by GCC's __builtin_cpu_supports, checked with the OS register state
+ *             (XCR0); on AArch64 as named in /proc/cpuinfo, checked in the kernel's HWCAP bits
  */
 #ifndef SIMDNORM_ISA_LIST_H
 #define SIMDNORM_ISA_LIST_H
@@ -26,6 +27,7 @@
   X(avx2_fma, AVX2_FMA, 3, 8, 1, "x86_64", "avx2 fma f16c")                                      \
   X(sse4_2, SSE4_2, 2, 4, 0, "x86_64", "sse4.2")                                                 \
   X(sse2, SSE2, 1, 4, 0, "x86_64", "sse2")                                                       \
+  X(neon64_bf16, NEON64_BF16, 7, 4, 1, "aarch64", "bf16")                                        \
   X(neon64, NEON64, 5, 4, 1, "aarch64", "")                                                      \
   X(scalar, SCALAR, 0, 1, 0, "any", "")
 
