@@ -1082,7 +1082,7 @@ void decode_modulation(std::uint8_t m, std::uint8_t a, std::int64_t rows, std::i
   switch (m % 8) {
     case 0: f->tokens = rows; break;
     case 1: f->tokens = 1; break;
-    case 3: f->tokens = rows + 1; break;  // divides no row count: refused
+    case 3: f->tokens = wrap_add(rows, 1); break;  // divides no row count (or wraps): refused
     case 4: f->tokens = -1; break;
     case 5: f->tokens = kI64Max; break;
     case 6: f->tokens = 0; break;  // modulation operands without a modulation plan: refused
@@ -1091,7 +1091,7 @@ void decode_modulation(std::uint8_t m, std::uint8_t a, std::int64_t rows, std::i
   switch ((m >> 3) % 8) {
     case 0: f->stride = 0; break;  // one row for all
     case 1: f->stride = cols; break;
-    case 2: f->stride = cols + 1 + (a >> 6); break;
+    case 2: f->stride = wrap_add(cols, 1 + (a >> 6)); break;
     case 3: f->stride = wrap_mul(6, cols); break;  // DiT's chunked [B, 6 D]
     case 4: f->stride = cols - 1; break;           // shorter than a row (cols 1: 0, valid)
     case 5: f->stride = -cols; break;
