@@ -71,6 +71,14 @@ inline std::int64_t span_bytes(const tensor_desc& t) noexcept {
   return span_elements(t) * std::int64_t(dtype_size(t.type));
 }
 
+/// True when one step of `outer_stride` spans `n` steps of `stride` exactly: a dim of n
+/// elements at `stride` then merges into the dim outside it. The product may overflow, since
+/// check_tensor bounds (n - 1) * stride only; one that does spans nothing.
+inline bool spans(std::int64_t outer_stride, std::int64_t stride, std::int64_t n) noexcept {
+  std::int64_t product = 0;
+  return !__builtin_mul_overflow(stride, n, &product) && product == outer_stride;
+}
+
 /// True when t's dims [first, ndim) are dense row-major (size-1 dims may have any stride).
 bool dense_suffix(const tensor_desc& t, int first) noexcept;
 

@@ -759,8 +759,8 @@ status make_row_norm(const row_op& op, const tensor_desc& x, const tensor_desc& 
   for (int i = 0; i < first; ++i) {
     if (x.shape[i] == 1) continue;
     const int k = p->n_outer;
-    if (k > 0 && p->outer_x_stride[k - 1] == x.strides[i] * x.shape[i] &&
-        p->outer_y_stride[k - 1] == y.strides[i] * x.shape[i]) {  // merge with the outer dim
+    if (k > 0 && spans(p->outer_x_stride[k - 1], x.strides[i], x.shape[i]) &&
+        spans(p->outer_y_stride[k - 1], y.strides[i], x.shape[i])) {  // merge with the outer dim
       p->outer_size[k - 1] *= x.shape[i];
       p->outer_x_stride[k - 1] = x.strides[i];
       p->outer_y_stride[k - 1] = y.strides[i];

@@ -148,6 +148,20 @@ TEST_CASE("geometry: size-1 dims are dropped whatever their stride") {
   CHECK(runs[0].xs == 1);
 }
 
+TEST_CASE("geometry: a stride times a size past INT64_MAX merges nothing (no overflow)") {
+  // x dense, so its dims merge; y's inner dim has 2 elements 2^62 apart, so the test whether
+  // y's outer dim continues it, 2^62 * 2, overflows, while y's extent fits (found by the fuzzer
+  // under UBSan in the row ops' twin of this merge; the asan stage runs this test under UBSan)
+  const std::int64_t far = std::int64_t(1) << 62;
+  const tensor_desc x = strided({3, 2}, {2, 1});
+  const tensor_desc y = strided({3, 2}, {1, far});
+  const int idx[2] = {0, 1};
+  dim_run runs[2];
+  REQUIRE(merge_runs(x, x, idx, 2, 2, runs) == 1);
+  REQUIRE(merge_runs(x, y, idx, 2, 2, runs) == 2);
+  CHECK(runs[1].ys == far);
+}
+
 TEST_CASE("geometry: reduced dims may come in any order (MeanVarianceNormalization axes)") {
   const tensor_desc x = dense({2, 3, 4});
   int kd[1] = {1};

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "../plan_impl.hpp"
+
 namespace simdnorm::detail::channel {
 
 int merge_runs(const tensor_desc& x, const tensor_desc& y, const int* idx, int n, int max_runs,
@@ -13,8 +15,8 @@ int merge_runs(const tensor_desc& x, const tensor_desc& y, const int* idx, int n
   for (int k = 0; k < n; ++k) {
     const int d = idx[k];
     if (x.shape[d] == 1) continue;
-    if (runs > 0 && out[runs - 1].xs == x.strides[d] * x.shape[d] &&
-        out[runs - 1].ys == y.strides[d] * x.shape[d]) {
+    if (runs > 0 && spans(out[runs - 1].xs, x.strides[d], x.shape[d]) &&
+        spans(out[runs - 1].ys, y.strides[d], x.shape[d])) {
       out[runs - 1].size *= x.shape[d];
       out[runs - 1].xs = x.strides[d];
       out[runs - 1].ys = y.strides[d];
