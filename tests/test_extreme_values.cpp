@@ -1,7 +1,8 @@
-// LayerNorm, RMSNorm and Lp normalization at the edges of the float range, on every runnable ISA,
-// against a float64 reference: rows whose squared deviations (or squares) overflow float although
-// the normalized output is an ordinary number, rows near FLT_MAX, and RMSNorm rows whose squares
-// underflow (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so
+// LayerNorm, RMSNorm, Lp normalization and the channel ops (BatchNorm training, InstanceNorm) at
+// the edges of the float range, on every runnable ISA, against a float64 reference: rows and
+// units whose squared deviations (or squares) overflow float although the normalized output is
+// an ordinary number, rows and units near FLT_MAX, and RMSNorm rows whose squares underflow
+// (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so
 // squares reach at most 2^256 and their sums over a row 2^269, far inside double's range, and
 // the smallest inputs used (1e-37) square to 1e-74, far above double's underflow.
 #include <cfloat>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "channel_reference.hpp"
 #include "reference.hpp"
 #include "test_util.hpp"
 
@@ -266,5 +268,98 @@ TEST_CASE("lp_norm: rows whose sums overflow or underflow float match float64 (p
         check(i, which, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f, "tiny values, eps 0");
       }
     }
+  });
+}
+
+namespace {
+
+// Channel ops: BatchNorm training (a unit is channel c over the batch) and InstanceNorm (a unit
+// is plane (n, c)) on x[N][C][S], NCHW and NHWC, each unit with its own mean and spread as
+// large_means and near_max above, so that squared deviations overflow float in every unit.
+// Bounds: chref::centered_bound with the depth of the channel walk (channel_reference.hpp).
+void check_channels(isa active, bool instance, bool nhwc, std::size_t S, bool at_max,
+                    std::uint32_t seed) {
+  const std::size_t N = 4, C = 17;
+  CAPTURE(instance);
+  CAPTURE(nhwc);
+  CAPTURE(S);
+  CAPTURE(at_max);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01;
+  std::vector<float> x(N * C * S);  // logical NCHW
+  for (std::size_t c = 0; c < C; ++c) {
+    const double sign = c % 2 ? -1.0 : 1.0;
+    const double mean = at_max ? sign * 0.99 * FLT_MAX : sign * std::pow(10.0, 18.0 + c);
+    const double sd = at_max ? 1e33 : std::min(std::max(std::fabs(mean) * 1e-2, 1e19), 1e33);
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t s = 0; s < S; ++s) x[(n * C + c) * S + s] = float(mean + sd * n01(rng));
+  }
+  const auto shape = [&](std::int64_t a, std::int64_t b) {
+    return tensor_desc::contiguous({std::int64_t(N), a, b});
+  };
+  const tensor_desc desc =
+      nhwc ? shape(std::int64_t(S), std::int64_t(C)) : shape(std::int64_t(C), std::int64_t(S));
+  std::vector<float> xin = nhwc ? chref::to_nhwc(x.data(), N, C, S) : x;
+  std::vector<float> y(xin.size(), 7.25f);
+  const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+  simdnorm::plan p;
+  simdnorm::status st;
+  if (instance) {
+    simdnorm::instance_norm_params prm;
+    prm.layout = layout;
+    REQUIRE(simdnorm::plan::instance_norm(desc, desc, prm, &p).ok());
+    simdnorm::instance_norm_args a;
+    a.x = xin.data();
+    a.y = y.data();
+    st = p.execute(a);
+  } else {
+    simdnorm::batch_norm_params prm;
+    prm.training = true;
+    prm.layout = layout;
+    REQUIRE(simdnorm::plan::batch_norm(desc, desc, prm, &p).ok());
+    std::vector<float> rm(C, 0.f), rv(C, 1.f);
+    std::int64_t batches = 0;
+    simdnorm::batch_norm_args a;
+    a.x = xin.data();
+    a.y = y.data();
+    a.running_mean = rm.data();
+    a.running_var = rv.data();
+    a.num_batches_tracked = &batches;
+    st = p.execute(a);
+  }
+  REQUIRE(st.ok());
+  if (nhwc) y = chref::to_nchw(y.data(), N, C, S);
+  const std::size_t lanes = simdnorm::isa_lanes(active);
+  outcome o;
+  for (std::size_t c = 0; c < C; ++c)
+    for (std::size_t n0 = 0; n0 < (instance ? N : 1); ++n0) {
+      std::vector<double> v;
+      std::vector<std::size_t> at;
+      for (std::size_t n = instance ? n0 : 0; n < (instance ? n0 + 1 : N); ++n)
+        for (std::size_t s = 0; s < S; ++s) {
+          at.push_back((n * C + c) * S + s);
+          v.push_back(x[at.back()]);
+        }
+      const chref::unit_ref ur = chref::stats(v);
+      const double d = chref::depth(v.size(), lanes, S), rstd = 1.0 / std::sqrt(ur.var + 1e-5);
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        const double want = (v[k] - ur.mean) * rstd;
+        if (!(std::fabs(y[at[k]] - want) <= chref::centered_bound(d, ur, 1e-5, v[k], 1, 0, want)))
+          o.fail("unit " + std::to_string(c) + "/" + std::to_string(n0) + ": got " +
+                 std::to_string(y[at[k]]) + " want " + std::to_string(want));
+      }
+    }
+  CHECK_MESSAGE(o.bad == 0, o.first);
+}
+
+}  // namespace
+
+TEST_CASE("channel ops: units whose squared deviations overflow float match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 400;
+    for (bool instance : {false, true})
+      for (bool nhwc : {false, true})
+        for (std::size_t S : {std::size_t(49), std::size_t(144), std::size_t(2500)})
+          for (bool at_max : {false, true}) check_channels(i, instance, nhwc, S, at_max, seed++);
   });
 }

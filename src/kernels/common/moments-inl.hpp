@@ -102,11 +102,11 @@ SIMDNORM_ALWAYS_INLINE V clamp_m2(const V& m2) {
 }
 
 /// Mean and M2 of a chunk of len values from pass A's s = sum (x - p) and pass B's
-/// q = sum (x - center)^2.
-SIMDNORM_ALWAYS_INLINE void chunk_moments(float p, float s, float center, float q, double len,
+/// q = sum (x - center)^2 (the float sum, or the scaled pass's double where it overflowed).
+SIMDNORM_ALWAYS_INLINE void chunk_moments(float p, float s, float center, double q, double len,
                                           double& mean, double& m2) {
   mean = double(p) + double(s) / len;
-  m2 = clamp_m2(m2_around(double(q), len, mean - double(center)));
+  m2 = clamp_m2(m2_around(q, len, mean - double(center)));
 }
 
 /// Weights of Chan's merge of a part of nb values into a state of na values.
