@@ -1,10 +1,11 @@
 // LayerNorm, RMSNorm, Lp normalization and the channel ops (BatchNorm training, InstanceNorm) at
 // the edges of the float range, on every runnable ISA, against a float64 reference: rows and
-// units whose squared deviations (or squares) overflow float although the normalized output is
-// an ordinary number, rows and units near FLT_MAX, and RMSNorm rows whose squares underflow
-// (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so
-// squares reach at most 2^256 and their sums over a row 2^269, far inside double's range, and
-// the smallest inputs used (1e-37) square to 1e-74, far above double's underflow.
+// units whose deviations, their squares (or the squares) or their sums overflow float although
+// the normalized output is an ordinary number, rows and units near FLT_MAX, values of both
+// signs near FLT_MAX, and RMSNorm rows whose squares underflow (eps = 0). The reference is exact
+// enough in double: |x| <= FLT_MAX = 2^128, so squared deviations reach at most 2^258 and their
+// sums over a row 2^271, far inside double's range, and the smallest inputs used (1e-37) square to
+// 1e-74, far above double's underflow.
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -50,9 +51,17 @@ double ln_rstd_rel(double depth, double rstd) {
   const double sub = rstd < FLT_MIN ? kSubnormalHalfUlp / rstd : 0.0;
   return (depth + 4.5) * u + sub;
 }
-double ln_bound(double depth, std::size_t d, double z, double g, double y, double rstd) {
+// In a row whose deviations may exceed FLT_MAX / 2 the kernel drops the center (hi = 0,
+// layer_norm-inl.hpp): lo * rstd = mean * rstd rounds twice, adding 2 u |mean| rstd; the
+// kernel switches at sqrt(M2) > FLT_MAX / 2, the test adds the term from sqrt(M2) > 0.4
+// FLT_MAX, a margin over the statistics' rounding.
+bool may_uncenter(double m2) { return std::sqrt(m2) > 0.4 * double(FLT_MAX); }
+double ln_bound(double depth, std::size_t d, double z, double g, double y, double rstd,
+                double uncentered_mean) {
   const double e_mean = depth * u * (1.0 + std::sqrt(double(d)));
-  return std::fabs(g) * (e_mean + (ln_rstd_rel(depth, rstd) + 2 * u) * std::fabs(z)) +
+  const double e_uncentered = 2 * u * std::fabs(uncentered_mean) * rstd;
+  return std::fabs(g) *
+             (e_mean + e_uncentered + (ln_rstd_rel(depth, rstd) + 2 * u) * std::fabs(z)) +
          u * std::fabs(y) + 1e-30;
 }
 
@@ -94,7 +103,7 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
   const std::string name = what;  // doctest 2.4.9 prints a char* as a pointer
   CAPTURE(name);
   CAPTURE(d);
-  std::vector<float> g(d), b(d), y(x.size(), 7.25f), rstd(kRows, -1.f);
+  std::vector<float> g(d), b(d), y(x.size(), 7.25f), mean(kRows, -1.f), rstd(kRows, -1.f);
   test::fill_normal(g.data(), d, 11, 1.0, 0.3);
   test::fill_normal(b.data(), d, 12, 0.0, 1.0);
   const tensor_desc desc = tensor_desc::contiguous({std::int64_t(kRows), std::int64_t(d)});
@@ -120,6 +129,7 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
   a.y = y.data();
   a.gamma = lp ? nullptr : g.data();
   a.beta = which == op::layer_norm ? b.data() : nullptr;
+  a.mean = which == op::layer_norm ? mean.data() : nullptr;
   a.rstd = rstd.data();
   REQUIRE(p.execute(a).ok());
 
@@ -134,12 +144,18 @@ void check(isa active, op which, std::size_t d, const std::vector<float>& x, flo
       ref::row_stats st;
       ref::layer_norm_row(xr, d, g.data(), b.data(), eps, yr.data(), &st);
       const double rs = 1.0 / std::sqrt(st.var + eps);
+      const double sigma = std::sqrt(st.var), m2 = st.var * double(d);
+      const double uncentered_mean = may_uncenter(m2) ? st.mean : 0.0;
       for (std::size_t i = 0; i < d; ++i) {
         const double z = (xr[i] - st.mean) * rs;
-        if (!(std::fabs(yk[i] - yr[i]) <= ln_bound(depth, d, z, g[i], yr[i], rs)))
+        if (!(std::fabs(yk[i] - yr[i]) <= ln_bound(depth, d, z, g[i], yr[i], rs, uncentered_mean)))
           o.fail(row + " col " + std::to_string(i) + ": got " + std::to_string(yk[i]) + " want " +
                  std::to_string(yr[i]));
       }
+      // The mean output: the e_mean of ln_bound in units of sigma, then rounded to float.
+      const double e_mean = depth * u * (1.0 + std::sqrt(double(d))) * sigma;
+      if (!(std::fabs(mean[r] - st.mean) <= e_mean + u * std::fabs(st.mean)))
+        o.fail(row + ": mean " + std::to_string(mean[r]) + " want " + std::to_string(st.mean));
       if (!(std::fabs(rstd[r] - rs) <= ln_rstd_rel(depth, rs) * rs))
         o.fail(row + ": rstd " + std::to_string(rstd[r]) + " want " + std::to_string(rs));
     } else if (lp) {
@@ -211,6 +227,34 @@ std::vector<float> near_max(std::size_t d, std::uint32_t seed) {
   return x;
 }
 
+// Rows of mean +-3e37 with spreads 10^35 .. 10^37.5: beyond about 1.7e35 the float sum of
+// x - p over a 2048-element chunk overflows.
+std::vector<float> wide_spreads(std::size_t d, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01;
+  std::vector<float> x(kRows * d);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const double mean = (r % 2 ? -3e37 : 3e37), sd = log_spread(r, 35.0, 37.5);
+    for (std::size_t i = 0; i < d; ++i) x[r * d + i] = float(mean + sd * n01(rng));
+  }
+  return x;
+}
+
+// Values of both signs with magnitudes 0.5 .. 0.999 FLT_MAX, positive with a probability that
+// moves from 0.05 to 0.95 over the rows: the mean lies off zero, so the deviations of the
+// minority sign exceed FLT_MAX.
+std::vector<float> both_signs_near_max(std::size_t d, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> f(0.5, 0.999), coin(0.0, 1.0);
+  std::vector<float> x(kRows * d);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    const double positive = 0.05 + 0.9 * double(r) / double(kRows - 1);
+    for (std::size_t i = 0; i < d; ++i)
+      x[r * d + i] = float((coin(rng) < positive ? 1.0 : -1.0) * f(rng) * FLT_MAX);
+  }
+  return x;
+}
+
 // Mixed-sign normal values scaled by 10^lo .. 10^hi (one scale per row).
 std::vector<float> scaled_rows(std::size_t d, std::uint32_t seed, double lo, double hi) {
   std::vector<float> x(kRows * d);
@@ -231,13 +275,15 @@ std::vector<float> rms_near_max(std::size_t d, std::uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("layer_norm: rows whose squared deviations overflow float match float64") {
+TEST_CASE("layer_norm: rows whose deviations or their sums overflow float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 100;
     for (std::size_t d : kCols) {
       check(i, op::layer_norm, d, large_means(d, seed++), 1e-5f, "large means");
       check(i, op::layer_norm, d, one_huge(d, seed++), 1e-5f, "one huge element");
       check(i, op::layer_norm, d, near_max(d, seed++), 1e-5f, "near FLT_MAX");
+      check(i, op::layer_norm, d, wide_spreads(d, seed++), 1e-5f, "spreads up to 3e37");
+      check(i, op::layer_norm, d, both_signs_near_max(d, seed++), 1e-5f, "both signs near FLT_MAX");
     }
   });
 }
@@ -273,26 +319,42 @@ TEST_CASE("lp_norm: rows whose sums overflow or underflow float match float64 (p
 
 namespace {
 
+// The data of a channel-op case, one kind per unit family (as the row generators above):
+// large means, near FLT_MAX, spreads whose float sums of x - p overflow, both signs near
+// FLT_MAX with the mean off zero.
+enum class channel_data { large_means, near_max, wide_spreads, both_signs };
+
 // Channel ops: BatchNorm training (a unit is channel c over the batch) and InstanceNorm (a unit
-// is plane (n, c)) on x[N][C][S], NCHW and NHWC, each unit with its own mean and spread as
-// large_means and near_max above, so that squared deviations overflow float in every unit.
-// Bounds: chref::centered_bound with the depth of the channel walk (channel_reference.hpp).
-void check_channels(isa active, bool instance, bool nhwc, std::size_t S, bool at_max,
+// is plane (n, c)) on x[N][C][S], NCHW and NHWC, each channel with its own mean and spread, so
+// that squared deviations (or the sums, or the deviations themselves) overflow float in every
+// unit. Bounds: chref::centered_bound with the depth of the channel walk
+// (channel_reference.hpp), plus, in units whose deviations may exceed FLT_MAX / 2 (the kernel
+// then drops the center: unit_math.hpp's fold_unit), the rounding of x * scale and of the
+// shift that holds the whole mean: u (|x| + 2 |mean|) rstd.
+void check_channels(isa active, bool instance, bool nhwc, std::size_t S, channel_data kind,
                     std::uint32_t seed) {
   const std::size_t N = 4, C = 17;
   CAPTURE(instance);
   CAPTURE(nhwc);
   CAPTURE(S);
-  CAPTURE(at_max);
+  CAPTURE(int(kind));
   std::mt19937 rng(seed);
   std::normal_distribution<double> n01;
+  std::uniform_real_distribution<double> f(0.5, 0.999), coin(0.0, 1.0);
   std::vector<float> x(N * C * S);  // logical NCHW
   for (std::size_t c = 0; c < C; ++c) {
     const double sign = c % 2 ? -1.0 : 1.0;
-    const double mean = at_max ? sign * 0.99 * FLT_MAX : sign * std::pow(10.0, 18.0 + c);
-    const double sd = at_max ? 1e33 : std::min(std::max(std::fabs(mean) * 1e-2, 1e19), 1e33);
+    double mean = sign * std::pow(10.0, 18.0 + c);
+    double sd = std::min(std::max(std::fabs(mean) * 1e-2, 1e19), 1e33);
+    if (kind == channel_data::near_max) mean = sign * 0.99 * FLT_MAX, sd = 1e33;
+    if (kind == channel_data::wide_spreads)
+      mean = sign * 3e37, sd = std::pow(10.0, 35.0 + 2.5 * double(c) / double(C - 1));
+    const double positive = 0.05 + 0.9 * double(c) / double(C - 1);
     for (std::size_t n = 0; n < N; ++n)
-      for (std::size_t s = 0; s < S; ++s) x[(n * C + c) * S + s] = float(mean + sd * n01(rng));
+      for (std::size_t s = 0; s < S; ++s)
+        x[(n * C + c) * S + s] = kind == channel_data::both_signs
+                                     ? float((coin(rng) < positive ? 1.0 : -1.0) * f(rng) * FLT_MAX)
+                                     : float(mean + sd * n01(rng));
   }
   const auto shape = [&](std::int64_t a, std::int64_t b) {
     return tensor_desc::contiguous({std::int64_t(N), a, b});
@@ -342,9 +404,13 @@ void check_channels(isa active, bool instance, bool nhwc, std::size_t S, bool at
         }
       const chref::unit_ref ur = chref::stats(v);
       const double d = chref::depth(v.size(), lanes, S), rstd = 1.0 / std::sqrt(ur.var + 1e-5);
+      const bool uncentered = may_uncenter(ur.var * double(v.size()));
       for (std::size_t k = 0; k < v.size(); ++k) {
         const double want = (v[k] - ur.mean) * rstd;
-        if (!(std::fabs(y[at[k]] - want) <= chref::centered_bound(d, ur, 1e-5, v[k], 1, 0, want)))
+        const double e_uncentered =
+            uncentered ? u * (std::fabs(v[k]) + 2 * std::fabs(ur.mean)) * rstd : 0.0;
+        if (!(std::fabs(y[at[k]] - want) <=
+              chref::centered_bound(d, ur, 1e-5, v[k], 1, 0, want) + e_uncentered))
           o.fail("unit " + std::to_string(c) + "/" + std::to_string(n0) + ": got " +
                  std::to_string(y[at[k]]) + " want " + std::to_string(want));
       }
@@ -354,12 +420,14 @@ void check_channels(isa active, bool instance, bool nhwc, std::size_t S, bool at
 
 }  // namespace
 
-TEST_CASE("channel ops: units whose squared deviations overflow float match float64") {
+TEST_CASE("channel ops: units whose deviations or their sums overflow float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 400;
     for (bool instance : {false, true})
       for (bool nhwc : {false, true})
         for (std::size_t S : {std::size_t(49), std::size_t(144), std::size_t(2500)})
-          for (bool at_max : {false, true}) check_channels(i, instance, nhwc, S, at_max, seed++);
+          for (channel_data kind : {channel_data::large_means, channel_data::near_max,
+                                    channel_data::wide_spreads, channel_data::both_signs})
+            check_channels(i, instance, nhwc, S, kind, seed++);
   });
 }

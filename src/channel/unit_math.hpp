@@ -4,6 +4,7 @@
 // running-statistics update and its inference fold. Kept apart from the executors so that the
 // numerics that decide the bits of the results sit in one place.
 #pragma once
+#include <cfloat>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,9 +14,10 @@
 
 namespace simdnorm::detail::channel {
 
-/// A unit's statistics: mean and 1 / standard deviation (eps included).
+/// A unit's statistics: mean and 1 / standard deviation (eps included), and sqrt(M2), which
+/// bounds |x - mean| for every x of the unit.
 struct unit_stats {
-  double mean = 0, rstd = 0;
+  double mean = 0, rstd = 0, max_deviation = 0;
 };
 
 /// Chan's weights of merging nb values into na values: w1 = nb / n and w2 = na nb / n, with
@@ -53,6 +55,7 @@ inline unit_stats unit_stats_of(const moments_f64& m, std::size_t n, float eps,
   const double var = m.m2 / double(n);
   unit_stats s;
   s.mean = m.mean;
+  s.max_deviation = std::sqrt(m.m2);
   s.rstd =
       eps_outside_sqrt ? 1.0 / (std::sqrt(var) + double(eps)) : 1.0 / std::sqrt(var + double(eps));
   return s;
@@ -66,12 +69,15 @@ struct output_quant {
 };
 
 /// center, scale, shift of one plane or channel, with gamma[i] and beta[i] (either may be
-/// null): y = (x - center) * scale + shift. The shift absorbs the rounding of the center. With
-/// q (an 8-bit y), scale and shift are those of y * q.inv + q.zero_point, rounded once.
+/// null): y = (x - center) * scale + shift. The shift absorbs the rounding of the center. In a
+/// unit whose deviations may exceed FLT_MAX / 2 (values of both signs near FLT_MAX), x - center
+/// could overflow, so the center is 0 and the shift takes the whole mean: y = x * scale +
+/// shift, whose rounding costs about 2 u |mean| / std there. With q (an 8-bit y), scale and shift
+/// are those of y * q.inv + q.zero_point, rounded once.
 inline void fold_unit(const unit_stats& s, const float* gamma, const float* beta, std::int64_t i,
                       const output_quant* q, float* c, float* sc, float* sh) {
   double scale = s.rstd * (gamma ? double(gamma[i]) : 1.0);
-  const float center = float(s.mean);
+  const float center = s.max_deviation > 0.5 * double(FLT_MAX) ? 0.f : float(s.mean);
   double shift = (beta ? double(beta[i]) : 0.0) - (s.mean - double(center)) * scale;
   if (q) {
     scale *= q->inv;

@@ -2,8 +2,8 @@
 // (NHWC, [N, C]) for the channel ops.
 //
 // Formula: common/moments-inl.hpp in two passes per chunk, as segment_moments: pass A sums
-//   (x - p) with p the channel's first value, pass B sums (x - center)^2 from L1, again
-//   scaled in a lane whose float sum overflows.
+//   (x - p) with p the channel's first value, pass B sums (x - center)^2 from L1; a lane
+//   whose float sums overflow is computed again in double.
 // Layout: SIMD lanes are channels, accumulated vertically (no horizontal reduction); a block
 //   of up to 4 vectors of channels is walked down kColumnChunkRows rows per chunk (the chunk
 //   stays in L1 for pass B) and the chunks of each channel are merged per lane, in double, in
@@ -22,24 +22,19 @@
 // Numerics: as the rows; each lane sums at most kColumnChunkRows terms in float before the
 //   double merge. Results depend only on the shape and the ISA, never on threads.
 
-/// Pass B's sums of squares of the lanes of a chunk (n rows from base) whose float sum q[l]
-/// overflowed (deviations beyond about 1.8e19), again with the deviations scaled by
-/// kDownScale before squaring (common/moments-inl.hpp), into qd[l]. Rare, so out of line.
+/// The moments of the lanes of a chunk (n rows from base) whose float sums s, q lost their
+/// value, computed again in double (common/moments-inl.hpp) into cm, cm2. Rare, so out of line.
 template <class V, std::size_t NV, class TX>
-SIMDNORM_COLD void scaled_column_squares(const TX* base, std::ptrdiff_t row_stride, std::size_t n,
-                                         const std::size_t (&off)[4], const float* center,
-                                         const float* q, double* qd) {
+SIMDNORM_COLD void column_lanes_f64(const TX* base, std::ptrdiff_t row_stride, std::size_t n,
+                                    const std::size_t (&off)[4], const float* s, const float* q,
+                                    double* cm, double* cm2) {
   constexpr std::size_t W = V::size;
   for (std::size_t l = 0; l < NV * W; ++l) {
-    if (!(q[l] > FLT_MAX)) continue;
+    if (chunk_sums_kept(s[l], q[l])) continue;
     const TX* c = base + off[l / W] + l % W;
-    float sum = 0.f;
-    for (std::size_t r = 0; r < n; ++r) {
-      const float d = (io::load1(c + std::ptrdiff_t(r) * row_stride) - center[l]) * kDownScale;
-      sum += d * d;
-    }
-    const double back = 1.0 / double(kDownScale);
-    qd[l] = double(sum) * back * back;
+    chunk_moments_f64(
+        n, [=](std::size_t r) { return io::load1(c + std::ptrdiff_t(r) * row_stride); }, cm[l],
+        cm2[l]);
   }
 }
 
@@ -53,7 +48,7 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
   // Lanes past NV vectors stay zero: the per-lane merge below runs over all B lanes (a fixed
   // count, so the compiler vectorizes it) and ignores them.
   alignas(64) float p[B] = {}, s[B] = {}, center[B] = {}, q[B] = {};
-  alignas(64) double mean[B], m2[B], qd[B];
+  alignas(64) double mean[B], m2[B];
   V vp[NV];
   SIMDNORM_UNROLL
   for (std::size_t j = 0; j < NV; ++j) {
@@ -125,18 +120,19 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     }
     SIMDNORM_UNROLL
     for (std::size_t j = 0; j < NV; ++j) (a[j][0] + a[j][1]).store_unaligned(q + j * W);
-    for (std::size_t l = 0; l < B; ++l) qd[l] = double(q[l]);
-    bool overflowed = false;
-    for (std::size_t l = 0; l < B; ++l) overflowed |= q[l] > FLT_MAX;
-    if (overflowed) scaled_column_squares<V, NV>(base, row_stride, n, off, center, q, qd);
     // Per lane, in double: the chunk's moments merged into the channel's, over all B lanes
-    // so that the loop vectorizes.
+    // so that the loop vectorizes; then the lanes whose float sums lost their value again.
     const chan_weights w{double(r0), double(n)};
-    for (std::size_t l = 0; l < B; ++l) {
-      double cm, cm2;
-      chunk_moments(p[l], s[l], center[l], qd[l], double(n), cm, cm2);
-      merge_moments(r0 == 0, w, cm, cm2, mean[l], m2[l]);
-    }
+    alignas(64) double cm[B], cm2[B];
+    for (std::size_t l = 0; l < B; ++l)
+      chunk_moments(p[l], s[l], center[l], q[l], double(n), cm[l], cm2[l]);
+    bool kept = true;
+    SIMDNORM_UNROLL
+    for (std::size_t j = 0; j < NV; ++j)
+      kept &= all(chunk_sums_kept(V::load_unaligned(s + j * W), V::load_unaligned(q + j * W)));
+    if (__builtin_expect(!kept, 0))
+      column_lanes_f64<V, NV>(base, row_stride, n, off, s, q, cm, cm2);
+    for (std::size_t l = 0; l < B; ++l) merge_moments(r0 == 0, w, cm[l], cm2[l], mean[l], m2[l]);
   }
   for (std::size_t j = 0; j < NV; ++j)
     for (std::size_t l = 0; l < W; ++l) out[off[j] + l] = {mean[j * W + l], m2[j * W + l]};

@@ -7,9 +7,9 @@
 //
 // Formula: common/moments-inl.hpp, always in two passes per chunk: pass A sums (x - p) with a
 //   fixed shift p (the unit's first value), giving the chunk mean; pass B sums
-//   (x - center)^2 around the float nearest that mean, re-reading the chunk from L1, and
-//   again scaled where that float sum overflows (as the rows' pass B). Unlike the rows, every
-//   chunk takes pass B (no one-read guard yet).
+//   (x - center)^2 around the float nearest that mean, re-reading the chunk from L1; a chunk
+//   whose float sums overflow is computed again in double (as the rows'). Unlike the rows,
+//   every chunk takes pass B (no one-read guard yet).
 // Chunks (chunk_walk) are pieces of kMomentChunk floats of a long segment (contiguous units
 //   are one segment), or short segments (7x7, 14x14 planes) packed whole, so the dependent
 //   scalar chain (reduction, division, merge) is paid once per chunk rather than once per
@@ -84,20 +84,6 @@ struct chunk_walk {
     }
   }
 };
-
-/// Pass B's sum of squares of a chunk whose float sum overflowed (deviations beyond about
-/// 1.8e19): segments [k0, k1) from `off`, `piece` long, each summed scaled
-/// (common/moments-inl.hpp), in segment order. Rare, so out of line.
-template <class V, class TX>
-SIMDNORM_COLD double scaled_chunk_squares(const TX* x, std::ptrdiff_t stride, std::size_t k0,
-                                          std::size_t k1, std::size_t off, std::size_t piece,
-                                          float center) {
-  double q = 0.0;
-  for (std::size_t k = k0; k < k1; ++k)
-    q += scaled_sum_squares<V>(x + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, center,
-                               kDownScale);
-  return q;
-}
 
 /// Moments of R units at once; unit r is `count` segments of `len` floats at x[r] + k * stride,
 /// taken in order as one row, in the chunks of chunk_walk (a contiguous unit is one segment).
@@ -181,11 +167,17 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
     for (std::size_t r = 0; r < R; ++r) {
       const float q = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
       double cm, cm2;
-      chunk_moments(p[r], s[r], center[r],
-                    q > FLT_MAX
-                        ? scaled_chunk_squares<V>(x[r], stride, k0, k1, off, piece, center[r])
-                        : double(q),
-                    n_chunk, cm, cm2);
+      if (__builtin_expect(!chunk_sums_kept(s[r], q), 0)) {
+        const TX* c = x[r] + std::ptrdiff_t(k0) * stride + std::ptrdiff_t(off);
+        chunk_moments_f64(
+            (k1 - k0) * piece,
+            [=](std::size_t e) {
+              return io::load1(c + std::ptrdiff_t(e / piece) * stride + std::ptrdiff_t(e % piece));
+            },
+            cm, cm2);
+      } else {
+        chunk_moments(p[r], s[r], center[r], q, n_chunk, cm, cm2);
+      }
       merge_moments(n_done == 0.0, w, cm, cm2, mean[r], m2[r]);
     }
     n_done += n_chunk;

@@ -10,11 +10,13 @@
 // Numerics: the output error is a few ulp of the normalized value plus the statistics'
 //   rounding, independent of the mean's magnitude when compensated (tests/reference.hpp derives
 //   the bound). rstd is float-rounded from double (long rows) or computed in float lanes
-//   (short rows, 1.5 ulp). Rows whose squared deviations overflow float (|x - mean| beyond
-//   about 1e19) take pass B and then the scaled pass (common/moments-inl.hpp); short rows whose
-//   float M2 is not finite take the long-row statistics (the check runs once per group). A
-//   NaN or Inf in a row makes that row's statistics, hence the whole row, non-finite; other
-//   rows are untouched.
+//   (short rows, 1.5 ulp). Chunks whose float sums overflow (|x - mean| beyond about 1e19)
+//   are computed again in double (common/moments-inl.hpp); short rows whose float M2 is not
+//   finite take the long-row statistics (the check runs once per group). In a row whose
+//   deviations may exceed FLT_MAX (sqrt(M2) beyond FLT_MAX / 2: values of both signs near
+//   FLT_MAX), x - hi could overflow, so hi = 0 and lo = mean: t = x * rs - mean * rs, one fms,
+//   whose rounding costs 2 u |mean| / std <= 4 sqrt(cols) u there. A NaN or Inf in a row makes
+//   that row's statistics, hence the whole row, non-finite; other rows are untouched.
 
 template <bool Shift>
 struct layer_norm_stats {
@@ -34,12 +36,13 @@ struct layer_norm_stats {
     rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2, pf, between_rows);
     const V rs = V(1.f) / sqrt(fma(m2, V(float(cfg.inv_cols)), V(cfg.eps)));
     hi.store_unaligned(k.hi);
+    hi.store_unaligned(k.mean);
     rs.store_unaligned(k.rs);
     (lo * rs).store_unaligned(k.lo_rs);
     // Rows whose M2 is not finite: their float sums overflowed (M2 may exceed FLT_MAX while
     // the variance does not, and n * lo^2 overflows for means near FLT_MAX), or a NaN / Inf
-    // is in the row. They take the long-row statistics, in double with the scaled pass (a
-    // NaN or Inf stays non-finite there).
+    // is in the row. They take the long-row statistics, whose chunks are computed again in
+    // double where their float sums lost their value (a NaN or Inf stays non-finite there).
     if (!all(m2 <= V(FLT_MAX)))
       long_rows_where<layer_norm_stats>(cfg, xs, k, m2, [](float v) { return !(v <= FLT_MAX); });
   }
@@ -64,11 +67,15 @@ struct layer_norm_stats {
   static void finish(const row_norm_config& cfg, double inv_count, const moments_f64& m,
                      row_consts& k, std::size_t j) {
     const float rs = float(1.0 / __builtin_sqrt(m.m2 * inv_count + double(cfg.eps)));
-    const float hi = float(m.mean);
-    const float lo = Shift ? float(m.mean - double(hi)) : 0.f;
+    const float mean = float(m.mean);
+    // |x - mean| <= sqrt(M2) for every x of the row: beyond FLT_MAX / 2, x - hi may overflow.
+    const bool uncentered = m.m2 > 0.25 * double(FLT_MAX) * double(FLT_MAX);
+    const float hi = uncentered ? 0.f : mean;
+    const float lo = uncentered ? mean : Shift ? float(m.mean - double(hi)) : 0.f;
     k.hi[j] = hi;
     k.rs[j] = rs;
     k.lo_rs[j] = lo * rs;
+    k.mean[j] = mean;
   }
 };
 

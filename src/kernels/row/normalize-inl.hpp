@@ -40,10 +40,11 @@
 
 /// Per-row constants of the normalize pass, t = (x - hi) * rs - lo_rs or t = x * rs, for the
 /// rows of one group: one array per constant, so that the short-row statistics store each as
-/// one vector (lane r is row r).
+/// one vector (lane r is row r). mean is the row's mean as the statistics output gives it:
+/// hi, except in rows whose deviations may overflow float, where hi is 0 (layer_norm_stats).
 struct row_consts {
   static constexpr std::size_t capacity = 16;  // >= V::size and kRowGroup
-  alignas(64) float hi[capacity], rs[capacity], lo_rs[capacity];
+  alignas(64) float hi[capacity], rs[capacity], lo_rs[capacity], mean[capacity];
 };
 
 /// R long rows' constants: their statistics in double (Stats::row_moments), then
@@ -269,7 +270,7 @@ void short_rows_overlapped(const row_norm_config& cfg, const row_block& blk) {
   Stats::template short_rows<V>(cfg, xs[0], k[0], none);
   for (std::size_t r0 = 0, g = 0; r0 < blk.rows; r0 += W, g ^= 1) {
     for (std::size_t r = 0; r < count; ++r) {
-      if (blk.mean) blk.mean[r0 + r] = k[g].hi[r];
+      if (blk.mean) blk.mean[r0 + r] = k[g].mean[r];
       if (blk.rstd) blk.rstd[r0 + r] = k[g].rs[r];
     }
     if (r0 + W < blk.rows) {
@@ -339,7 +340,7 @@ void row_norm_rows_impl(const row_norm_config& cfg, const row_block& blk) {
     else
       for (std::size_t r = 0; r < count; ++r) long_rows<Stats, V, 1>(cfg, xs + r, k, r, pf);
     for (std::size_t r = 0; r < count; ++r) {
-      if (blk.mean) blk.mean[r0 + r] = k.hi[r];
+      if (blk.mean) blk.mean[r0 + r] = k.mean[r];
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
     constexpr bool kCentered = Stats::centered;

@@ -66,7 +66,7 @@ void row_apply_impl(const row_norm_config& cfg, const row_block& blk, const row_
     for (std::size_t r = 0; r < count; ++r) {
       const row_totals& t = totals[r0 + r];
       Stats::finish(cfg, 1.0 / t.count, t.m, k, r);
-      if (blk.mean) blk.mean[r0 + r] = k.hi[r];
+      if (blk.mean) blk.mean[r0 + r] = k.mean[r];
       if (blk.rstd) blk.rstd[r0 + r] = k.rs[r];
     }
     row_prefetcher none;

@@ -101,7 +101,7 @@ inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* ou
         s2 += d * d;
       }
       const double mean_rel = double(s1) * inv_len;  // relative to p
-      const double chunk_mean = double(p[r]) + mean_rel;
+      double chunk_mean = double(p[r]) + mean_rel;
       const double shift_part = double(s1) * mean_rel;  // len * (mean - p)^2
       double chunk_m2;
       if (one_read_accepted(shift_part, double(s2))) {
@@ -128,8 +128,11 @@ inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* ou
           const float d = io::load1(c + k) - center;
           qs += d * d;
         }
-        chunk_m2 =
-            m2_around(pass_b_sum<V>(qs, c, len, center), double(len), chunk_mean - double(center));
+        if (__builtin_expect(!chunk_sums_kept(s1, qs), 0))
+          chunk_moments_f64(
+              len, [c](std::size_t e) { return io::load1(c + e); }, chunk_mean, chunk_m2);
+        else
+          chunk_m2 = m2_around(double(qs), double(len), chunk_mean - double(center));
       }
       chunk_m2 = clamp_m2(chunk_m2);
       merge_moments(start == 0, chan_weights(double(start), double(len)), chunk_mean, chunk_m2,
@@ -201,7 +204,7 @@ inline double row_sum_squares_f32(const TX* x, std::size_t n, row_prefetcher& pf
       [](float v) { return v * v; },
       [](float q, const TX* c, std::size_t len) SIMDNORM_LAMBDA_INLINE {
         if (__builtin_expect(squares_lost(q, float(len) * FLT_MIN), 0))
-          return scaled_sum_squares<V>(c, len, 0.f, q > FLT_MAX ? kDownScale : kUpScale);
+          return scaled_sum_squares<V>(c, len, q > FLT_MAX ? kDownScale : kUpScale);
         return double(q);
       });
 }
