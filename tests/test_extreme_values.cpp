@@ -1,11 +1,11 @@
 // LayerNorm, RMSNorm, Lp normalization and the channel ops (BatchNorm training, InstanceNorm) at
-// the edges of the float range, on every runnable ISA, against a float64 reference: rows and
-// units whose deviations, their squares (or the squares) or their sums overflow float although
-// the normalized output is an ordinary number, rows and units near FLT_MAX, values of both
-// signs near FLT_MAX, and RMSNorm rows whose squares underflow (eps = 0). The reference is exact
-// enough in double: |x| <= FLT_MAX = 2^128, so squared deviations reach at most 2^258 and their
-// sums over a row 2^271, far inside double's range, and the smallest inputs used (1e-37) square to
-// 1e-74, far above double's underflow.
+// the edges of the float range, on every runnable ISA, f32 and bf16 x, against a float64
+// reference: rows and units whose deviations, their squares (or the squares) or their sums
+// overflow float although the normalized output is an ordinary number, rows and units near
+// FLT_MAX, values of both signs near FLT_MAX, and RMSNorm rows whose squares underflow
+// (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so squared
+// deviations reach at most 2^258 and their sums over a row 2^271, far inside double's range,
+// and the smallest inputs used (1e-37) square to 1e-74, far above double's underflow.
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -19,6 +19,7 @@
 
 namespace {
 
+using simdnorm::dtype;
 using simdnorm::isa;
 using simdnorm::tensor_desc;
 
@@ -97,35 +98,56 @@ struct outcome {
   }
 };
 
-// Runs one [kRows, D] case on the active ISA and checks y and rstd against float64.
-void check(isa active, op which, std::size_t d, const std::vector<float>& x, float eps,
+// The x types at the edges: f32, and bf16 (f32's range) where the build has 16-bit kernels.
+// f16's range (65504) keeps every square and sum far inside float's. y stays f32, so the
+// bounds are the f32 ones on the values as stored.
+std::vector<dtype> x_types() {
+  if (test::all_dtypes) return {dtype::f32, dtype::bf16};
+  return {dtype::f32};
+}
+
+// x as stored in type t (f32 unchanged; bf16 rounded to nearest even).
+std::vector<float> stored_as(dtype t, const std::vector<float>& x) {
+  test::typed_buffer b(t, x.size(), 0);
+  b.set(x);
+  return b.get(x.size());
+}
+
+// Runs one [kRows, D] case on the active ISA, with x of type xt, and checks y, the mean and
+// rstd against float64 on x as stored.
+void check(isa active, dtype xt, op which, std::size_t d, const std::vector<float>& x_in, float eps,
            const char* what) {
   const std::string name = what;  // doctest 2.4.9 prints a char* as a pointer
   CAPTURE(name);
+  CAPTURE(std::string(simdnorm::dtype_name(xt)));
   CAPTURE(d);
+  const std::vector<float> x = stored_as(xt, x_in);
+  test::typed_buffer xb(xt, x.size(), 0);
+  xb.set(x);
   std::vector<float> g(d), b(d), y(x.size(), 7.25f), mean(kRows, -1.f), rstd(kRows, -1.f);
   test::fill_normal(g.data(), d, 11, 1.0, 0.3);
   test::fill_normal(b.data(), d, 12, 0.0, 1.0);
+  const tensor_desc xd = tensor_desc::contiguous({std::int64_t(kRows), std::int64_t(d)}, xt);
   const tensor_desc desc = tensor_desc::contiguous({std::int64_t(kRows), std::int64_t(d)});
   simdnorm::plan p;
   if (which == op::layer_norm) {
     simdnorm::layer_norm_params prm;
     prm.eps = eps;
-    REQUIRE(simdnorm::plan::layer_norm(desc, desc, prm, &p).ok());
+    REQUIRE(simdnorm::plan::layer_norm(xd, desc, prm, &p).ok());
   } else if (which == op::rms_norm) {
     simdnorm::rms_norm_params prm;
     prm.eps = eps;
-    REQUIRE(simdnorm::plan::rms_norm(desc, desc, prm, &p).ok());
+    REQUIRE(simdnorm::plan::rms_norm(xd, desc, prm, &p).ok());
   } else {
     simdnorm::lp_norm_params prm;
     prm.p = which == op::l1_norm ? 1 : 2;
     prm.eps = eps;
-    REQUIRE(simdnorm::plan::lp_norm(desc, desc, prm, &p).ok());
+    REQUIRE(simdnorm::plan::lp_norm(xd, desc, prm, &p).ok());
   }
   const bool lp = which == op::l1_norm || which == op::l2_norm;
   REQUIRE(p.kernel_isa() == active);
   simdnorm::norm_args a;
-  a.x = x.data();
+  a.x = xb.base;
   a.y = y.data();
   a.gamma = lp ? nullptr : g.data();
   a.beta = which == op::layer_norm ? b.data() : nullptr;
@@ -240,12 +262,12 @@ std::vector<float> wide_spreads(std::size_t d, std::uint32_t seed) {
   return x;
 }
 
-// Values of both signs with magnitudes 0.5 .. 0.999 FLT_MAX, positive with a probability that
-// moves from 0.05 to 0.95 over the rows: the mean lies off zero, so the deviations of the
-// minority sign exceed FLT_MAX.
+// Values of both signs with magnitudes 0.5 .. 0.99 FLT_MAX (below bf16's largest), positive with a
+// probability that moves from 0.05 to 0.95 over the rows: the mean lies off zero, so the deviations
+// of the minority sign exceed FLT_MAX.
 std::vector<float> both_signs_near_max(std::size_t d, std::uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> f(0.5, 0.999), coin(0.0, 1.0);
+  std::uniform_real_distribution<double> f(0.5, 0.99), coin(0.0, 1.0);
   std::vector<float> x(kRows * d);
   for (std::size_t r = 0; r < kRows; ++r) {
     const double positive = 0.05 + 0.9 * double(r) / double(kRows - 1);
@@ -264,11 +286,11 @@ std::vector<float> scaled_rows(std::size_t d, std::uint32_t seed, double lo, dou
   return x;
 }
 
-// Values near +-FLT_MAX for RMSNorm: their mean square is about 1e77.
+// Values near +-FLT_MAX for RMSNorm (below bf16's largest): their mean square is about 1e77.
 std::vector<float> rms_near_max(std::size_t d, std::uint32_t seed) {
   std::vector<float> x(kRows * d);
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> f(0.5, 0.999);
+  std::uniform_real_distribution<double> f(0.5, 0.99);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = float((i % 3 ? 1.0 : -1.0) * f(rng) * FLT_MAX);
   return x;
 }
@@ -278,42 +300,47 @@ std::vector<float> rms_near_max(std::size_t d, std::uint32_t seed) {
 TEST_CASE("layer_norm: rows whose deviations or their sums overflow float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 100;
-    for (std::size_t d : kCols) {
-      check(i, op::layer_norm, d, large_means(d, seed++), 1e-5f, "large means");
-      check(i, op::layer_norm, d, one_huge(d, seed++), 1e-5f, "one huge element");
-      check(i, op::layer_norm, d, near_max(d, seed++), 1e-5f, "near FLT_MAX");
-      check(i, op::layer_norm, d, wide_spreads(d, seed++), 1e-5f, "spreads up to 3e37");
-      check(i, op::layer_norm, d, both_signs_near_max(d, seed++), 1e-5f, "both signs near FLT_MAX");
-    }
+    for (dtype t : x_types())
+      for (std::size_t d : kCols) {
+        check(i, t, op::layer_norm, d, large_means(d, seed++), 1e-5f, "large means");
+        check(i, t, op::layer_norm, d, one_huge(d, seed++), 1e-5f, "one huge element");
+        check(i, t, op::layer_norm, d, near_max(d, seed++), 1e-5f, "near FLT_MAX");
+        check(i, t, op::layer_norm, d, wide_spreads(d, seed++), 1e-5f, "spreads up to 3e37");
+        check(i, t, op::layer_norm, d, both_signs_near_max(d, seed++), 1e-5f,
+              "both signs near FLT_MAX");
+      }
   });
 }
 
 TEST_CASE("rms_norm: rows whose squares overflow or underflow float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 200;
-    for (std::size_t d : kCols) {
-      check(i, op::rms_norm, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-6f, "large values");
-      check(i, op::rms_norm, d, one_huge(d, seed++), 1e-6f, "one huge element");
-      check(i, op::rms_norm, d, rms_near_max(d, seed++), 1e-6f, "near FLT_MAX");
-      check(i, op::rms_norm, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f, "tiny values, eps 0");
-      std::vector<float> tiny(kRows * d);
-      test::fill_normal(tiny.data(), tiny.size(), seed++, 0.0, 1e-25);
-      check(i, op::rms_norm, d, tiny, 0.f, "rows of 1e-25, eps 0");
-    }
+    for (dtype t : x_types())
+      for (std::size_t d : kCols) {
+        check(i, t, op::rms_norm, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-6f, "large values");
+        check(i, t, op::rms_norm, d, one_huge(d, seed++), 1e-6f, "one huge element");
+        check(i, t, op::rms_norm, d, rms_near_max(d, seed++), 1e-6f, "near FLT_MAX");
+        check(i, t, op::rms_norm, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f,
+              "tiny values, eps 0");
+        std::vector<float> tiny(kRows * d);
+        test::fill_normal(tiny.data(), tiny.size(), seed++, 0.0, 1e-25);
+        check(i, t, op::rms_norm, d, tiny, 0.f, "rows of 1e-25, eps 0");
+      }
   });
 }
 
 TEST_CASE("lp_norm: rows whose sums overflow or underflow float match float64 (p = 1, 2)") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 300;
-    for (std::size_t d : kCols) {
-      for (op which : {op::l1_norm, op::l2_norm}) {
-        check(i, which, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-12f, "large values");
-        check(i, which, d, one_huge(d, seed++), 1e-12f, "one huge element");
-        check(i, which, d, rms_near_max(d, seed++), 0.f, "near FLT_MAX, eps 0");
-        check(i, which, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f, "tiny values, eps 0");
+    for (dtype t : x_types())
+      for (std::size_t d : kCols) {
+        for (op which : {op::l1_norm, op::l2_norm}) {
+          check(i, t, which, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-12f, "large values");
+          check(i, t, which, d, one_huge(d, seed++), 1e-12f, "one huge element");
+          check(i, t, which, d, rms_near_max(d, seed++), 0.f, "near FLT_MAX, eps 0");
+          check(i, t, which, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f, "tiny values, eps 0");
+        }
       }
-    }
   });
 }
 
@@ -331,16 +358,17 @@ enum class channel_data { large_means, near_max, wide_spreads, both_signs };
 // (channel_reference.hpp), plus, in units whose deviations may exceed FLT_MAX / 2 (the kernel
 // then drops the center: unit_math.hpp's fold_unit), the rounding of x * scale and of the
 // shift that holds the whole mean: u (|x| + 2 |mean|) rstd.
-void check_channels(isa active, bool instance, bool nhwc, std::size_t S, channel_data kind,
-                    std::uint32_t seed) {
+void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t S,
+                    channel_data kind, std::uint32_t seed) {
   const std::size_t N = 4, C = 17;
+  CAPTURE(std::string(simdnorm::dtype_name(xt)));
   CAPTURE(instance);
   CAPTURE(nhwc);
   CAPTURE(S);
   CAPTURE(int(kind));
   std::mt19937 rng(seed);
   std::normal_distribution<double> n01;
-  std::uniform_real_distribution<double> f(0.5, 0.999), coin(0.0, 1.0);
+  std::uniform_real_distribution<double> f(0.5, 0.99), coin(0.0, 1.0);
   std::vector<float> x(N * C * S);  // logical NCHW
   for (std::size_t c = 0; c < C; ++c) {
     const double sign = c % 2 ? -1.0 : 1.0;
@@ -356,12 +384,15 @@ void check_channels(isa active, bool instance, bool nhwc, std::size_t S, channel
                                      ? float((coin(rng) < positive ? 1.0 : -1.0) * f(rng) * FLT_MAX)
                                      : float(mean + sd * n01(rng));
   }
-  const auto shape = [&](std::int64_t a, std::int64_t b) {
-    return tensor_desc::contiguous({std::int64_t(N), a, b});
+  x = stored_as(xt, x);
+  const auto shape = [&](dtype t) {
+    return nhwc ? tensor_desc::contiguous({std::int64_t(N), std::int64_t(S), std::int64_t(C)}, t)
+                : tensor_desc::contiguous({std::int64_t(N), std::int64_t(C), std::int64_t(S)}, t);
   };
-  const tensor_desc desc =
-      nhwc ? shape(std::int64_t(S), std::int64_t(C)) : shape(std::int64_t(C), std::int64_t(S));
-  std::vector<float> xin = nhwc ? chref::to_nhwc(x.data(), N, C, S) : x;
+  const tensor_desc xd = shape(xt), desc = shape(dtype::f32);
+  const std::vector<float> xin = nhwc ? chref::to_nhwc(x.data(), N, C, S) : x;
+  test::typed_buffer xb(xt, xin.size(), 0);
+  xb.set(xin);
   std::vector<float> y(xin.size(), 7.25f);
   const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
   simdnorm::plan p;
@@ -369,20 +400,20 @@ void check_channels(isa active, bool instance, bool nhwc, std::size_t S, channel
   if (instance) {
     simdnorm::instance_norm_params prm;
     prm.layout = layout;
-    REQUIRE(simdnorm::plan::instance_norm(desc, desc, prm, &p).ok());
+    REQUIRE(simdnorm::plan::instance_norm(xd, desc, prm, &p).ok());
     simdnorm::instance_norm_args a;
-    a.x = xin.data();
+    a.x = xb.base;
     a.y = y.data();
     st = p.execute(a);
   } else {
     simdnorm::batch_norm_params prm;
     prm.training = true;
     prm.layout = layout;
-    REQUIRE(simdnorm::plan::batch_norm(desc, desc, prm, &p).ok());
+    REQUIRE(simdnorm::plan::batch_norm(xd, desc, prm, &p).ok());
     std::vector<float> rm(C, 0.f), rv(C, 1.f);
     std::int64_t batches = 0;
     simdnorm::batch_norm_args a;
-    a.x = xin.data();
+    a.x = xb.base;
     a.y = y.data();
     a.running_mean = rm.data();
     a.running_var = rv.data();
@@ -423,11 +454,12 @@ void check_channels(isa active, bool instance, bool nhwc, std::size_t S, channel
 TEST_CASE("channel ops: units whose deviations or their sums overflow float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 400;
-    for (bool instance : {false, true})
-      for (bool nhwc : {false, true})
-        for (std::size_t S : {std::size_t(49), std::size_t(144), std::size_t(2500)})
-          for (channel_data kind : {channel_data::large_means, channel_data::near_max,
-                                    channel_data::wide_spreads, channel_data::both_signs})
-            check_channels(i, instance, nhwc, S, kind, seed++);
+    for (dtype t : x_types())
+      for (bool instance : {false, true})
+        for (bool nhwc : {false, true})
+          for (std::size_t S : {std::size_t(49), std::size_t(144), std::size_t(2500)})
+            for (channel_data kind : {channel_data::large_means, channel_data::near_max,
+                                      channel_data::wide_spreads, channel_data::both_signs})
+              check_channels(i, t, instance, nhwc, S, kind, seed++);
   });
 }
