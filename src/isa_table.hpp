@@ -2,6 +2,7 @@
 // Baseline-safe: no xsimd, no intrinsics; included by the dispatcher and by every ISA unit.
 #pragma once
 #include <array>
+#include <cfloat>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -112,6 +113,17 @@ struct moments_f64 {
   double m2 = 0.0;
 };
 
+/// Whether the statistics of a plan with this eps must keep a tiny M2 exact. A float sum of
+/// squared deviations below len * FLT_MIN holds squares that rounded to subnormals or to zero,
+/// an absolute error of up to 2^-150 each: with var + eps >= FLT_MIN that is below u of it,
+/// but with eps = 0 (or below FLT_MIN) it can be the whole variance of a row of tiny values,
+/// so such chunks are computed again in double (kernels/common/moments-inl.hpp). eps_outside_sqrt
+/// (MeanVarianceNormalization, 1 / (sqrt(var) + eps)): an error of 2^-150 in var moves
+/// sqrt(var) by up to 2^-75, below u of sqrt(var) + eps only where eps >= 2^-50.
+inline bool keeps_tiny_m2(float eps, bool eps_outside_sqrt = false) {
+  return eps_outside_sqrt ? !(eps >= 0x1p-50f) : !(eps >= FLT_MIN);
+}
+
 using row_norm_fn = void (*)(const row_norm_config& cfg, const row_block& block);
 
 /// The statistics of a whole row: its count and moments (row/pieces-inl.hpp).
@@ -207,13 +219,14 @@ struct row_affine_job {
 
 /// out[u] = moments of unit u < units: `count` segments of `len` dense elements of the kernel's
 /// x type, segment k at x[u] + k * stride, taken in order as one row
-/// (kernels/channel/segment_moments-inl.hpp).
+/// (kernels/channel/segment_moments-inl.hpp). tiny_m2: keeps_tiny_m2 of the plan's eps.
 using segment_moments_fn = void (*)(const void* const* x, std::size_t units, std::ptrdiff_t stride,
-                                    std::size_t count, std::size_t len, moments_f64* out);
+                                    std::size_t count, std::size_t len, bool tiny_m2,
+                                    moments_f64* out);
 /// out[c] = moments of column c over `rows` rows of `cols` dense elements, row r at
 /// x + r * stride.
 using column_moments_fn = void (*)(const void* x, std::ptrdiff_t row_stride, std::size_t rows,
-                                   std::size_t cols, moments_f64* out);
+                                   std::size_t cols, bool tiny_m2, moments_f64* out);
 using plane_affine_fn = void (*)(const plane_affine_job& job);
 using row_affine_fn = void (*)(const row_affine_job& job);
 

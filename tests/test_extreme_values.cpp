@@ -297,7 +297,7 @@ std::vector<float> rms_near_max(std::size_t d, std::uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("layer_norm: rows whose deviations or their sums overflow float match float64") {
+TEST_CASE("layer_norm: rows whose deviations, squares or sums leave float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 100;
     for (dtype t : x_types())
@@ -308,6 +308,12 @@ TEST_CASE("layer_norm: rows whose deviations or their sums overflow float match 
         check(i, t, op::layer_norm, d, wide_spreads(d, seed++), 1e-5f, "spreads up to 3e37");
         check(i, t, op::layer_norm, d, both_signs_near_max(d, seed++), 1e-5f,
               "both signs near FLT_MAX");
+        if (d == 1) continue;  // eps 0 and one value: var = 0, y = 0 / 0
+        check(i, t, op::layer_norm, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f,
+              "tiny values, eps 0");
+        std::vector<float> tiny(kRows * d);
+        test::fill_normal(tiny.data(), tiny.size(), seed++, 3e-25, 1e-25);
+        check(i, t, op::layer_norm, d, tiny, 0.f, "3e-25 + N(0, 1e-25), eps 0");
       }
   });
 }
@@ -348,8 +354,9 @@ namespace {
 
 // The data of a channel-op case, one kind per unit family (as the row generators above):
 // large means, near FLT_MAX, spreads whose float sums of x - p overflow, both signs near
-// FLT_MAX with the mean off zero.
-enum class channel_data { large_means, near_max, wide_spreads, both_signs };
+// FLT_MAX with the mean off zero, and tiny values (N(0, 1) scaled by 1e-37 .. 1e-20) with
+// eps = 0, whose squares underflow.
+enum class channel_data { large_means, near_max, wide_spreads, both_signs, tiny };
 
 // Channel ops: BatchNorm training (a unit is channel c over the batch) and InstanceNorm (a unit
 // is plane (n, c)) on x[N][C][S], NCHW and NHWC, each channel with its own mean and spread, so
@@ -377,6 +384,8 @@ void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t 
     if (kind == channel_data::near_max) mean = sign * 0.99 * FLT_MAX, sd = 1e33;
     if (kind == channel_data::wide_spreads)
       mean = sign * 3e37, sd = std::pow(10.0, 35.0 + 2.5 * double(c) / double(C - 1));
+    if (kind == channel_data::tiny)
+      mean = 0, sd = std::pow(10.0, -37.0 + 17.0 * double(c) / double(C - 1));
     const double positive = 0.05 + 0.9 * double(c) / double(C - 1);
     for (std::size_t n = 0; n < N; ++n)
       for (std::size_t s = 0; s < S; ++s)
@@ -395,11 +404,13 @@ void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t 
   xb.set(xin);
   std::vector<float> y(xin.size(), 7.25f);
   const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+  const float eps = kind == channel_data::tiny ? 0.f : 1e-5f;
   simdnorm::plan p;
   simdnorm::status st;
   if (instance) {
     simdnorm::instance_norm_params prm;
     prm.layout = layout;
+    prm.eps = eps;
     REQUIRE(simdnorm::plan::instance_norm(xd, desc, prm, &p).ok());
     simdnorm::instance_norm_args a;
     a.x = xb.base;
@@ -409,6 +420,7 @@ void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t 
     simdnorm::batch_norm_params prm;
     prm.training = true;
     prm.layout = layout;
+    prm.eps = eps;
     REQUIRE(simdnorm::plan::batch_norm(xd, desc, prm, &p).ok());
     std::vector<float> rm(C, 0.f), rv(C, 1.f);
     std::int64_t batches = 0;
@@ -434,14 +446,14 @@ void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t 
           v.push_back(x[at.back()]);
         }
       const chref::unit_ref ur = chref::stats(v);
-      const double d = chref::depth(v.size(), lanes, S), rstd = 1.0 / std::sqrt(ur.var + 1e-5);
+      const double d = chref::depth(v.size(), lanes, S), rstd = 1.0 / std::sqrt(ur.var + eps);
       const bool uncentered = may_uncenter(ur.var * double(v.size()));
       for (std::size_t k = 0; k < v.size(); ++k) {
         const double want = (v[k] - ur.mean) * rstd;
         const double e_uncentered =
             uncentered ? u * (std::fabs(v[k]) + 2 * std::fabs(ur.mean)) * rstd : 0.0;
         if (!(std::fabs(y[at[k]] - want) <=
-              chref::centered_bound(d, ur, 1e-5, v[k], 1, 0, want) + e_uncentered))
+              chref::centered_bound(d, ur, eps, v[k], 1, 0, want) + e_uncentered))
           o.fail("unit " + std::to_string(c) + "/" + std::to_string(n0) + ": got " +
                  std::to_string(y[at[k]]) + " want " + std::to_string(want));
       }
@@ -451,15 +463,16 @@ void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t 
 
 }  // namespace
 
-TEST_CASE("channel ops: units whose deviations or their sums overflow float match float64") {
+TEST_CASE("channel ops: units whose deviations, squares or sums leave float match float64") {
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 400;
     for (dtype t : x_types())
       for (bool instance : {false, true})
         for (bool nhwc : {false, true})
           for (std::size_t S : {std::size_t(49), std::size_t(144), std::size_t(2500)})
-            for (channel_data kind : {channel_data::large_means, channel_data::near_max,
-                                      channel_data::wide_spreads, channel_data::both_signs})
+            for (channel_data kind :
+                 {channel_data::large_means, channel_data::near_max, channel_data::wide_spreads,
+                  channel_data::both_signs, channel_data::tiny})
               check_channels(i, t, instance, nhwc, S, kind, seed++);
   });
 }

@@ -237,7 +237,7 @@ TEST_CASE("kernels: row_affine and column_moments over channel rows (every ISA)"
       test::failures bad_moments;
       std::vector<sd::moments_f64> m(cols + 1);
       m[cols].mean = kCanary;
-      t.column_moments[kF32](x.row(0), std::ptrdiff_t(x.stride), rows, cols, m.data());
+      t.column_moments[kF32](x.row(0), std::ptrdiff_t(x.stride), rows, cols, false, m.data());
       CHECK(m[cols].mean == kCanary);
       for (std::size_t i = 0; i < cols; ++i) {
         double s = 0, q = 0;

@@ -50,7 +50,7 @@ void channel_norm_plan::run_col_partial(const call_args& a, std::size_t begin,
     const std::size_t b = t / splits, i = t % splits;
     const std::int64_t r0 = split_row(*this, i), r1 = split_row(*this, i + 1);
     ck.column_moments(x_at(a, std::int64_t(b) * g.xb + r0 * g.xr), std::ptrdiff_t(g.xr),
-                      std::size_t(r1 - r0), std::size_t(g.C),
+                      std::size_t(r1 - r0), std::size_t(g.C), tiny_m2(),
                       col_partials(a) + (b * splits + i) * std::size_t(g.C));
   }
 }

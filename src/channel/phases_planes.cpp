@@ -75,7 +75,7 @@ moments_f64 channel_norm_plan::part_moments(const call_args& a, std::size_t q,
   const void* x = unit_x(a, q, r.k0 * g.xs + r.s0);
   moments_f64 m;
   ck.segment_moments(&x, 1, std::ptrdiff_t(g.xs), std::size_t(r.k1 - r.k0),
-                     std::size_t(r.s1 - r.s0), &m);
+                     std::size_t(r.s1 - r.s0), tiny_m2(), &m);
   return m;
 }
 
@@ -99,7 +99,8 @@ void channel_norm_plan::run_fused(const call_args& a, std::size_t begin, std::si
     const void* xs[kBlock];
     for (std::size_t r = 0; r < n; ++r) xs[r] = unit_x(a, q0 + r);
     moments_f64 m[kBlock];
-    ck.segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg), std::size_t(g.len), m);
+    ck.segment_moments(xs, n, std::ptrdiff_t(g.xs), std::size_t(g.nseg), std::size_t(g.len),
+                       tiny_m2(), m);
     if (stage == stats_stage::moments) {
       for (std::size_t r = 0; r < n; ++r) record_moments(a, q0 + r, m[r]);
       continue;

@@ -27,10 +27,10 @@
 template <class V, std::size_t NV, class TX>
 SIMDNORM_COLD void column_lanes_f64(const TX* base, std::ptrdiff_t row_stride, std::size_t n,
                                     const std::size_t (&off)[4], const float* s, const float* q,
-                                    double* cm, double* cm2) {
+                                    float len_min, double* cm, double* cm2) {
   constexpr std::size_t W = V::size;
   for (std::size_t l = 0; l < NV * W; ++l) {
-    if (chunk_sums_kept(s[l], q[l])) continue;
+    if (chunk_sums_kept(s[l], q[l]) && !(q[l] < len_min)) continue;
     const TX* c = base + off[l / W] + l % W;
     chunk_moments_f64(
         n, [=](std::size_t r) { return io::load1(c + std::ptrdiff_t(r) * row_stride); }, cm[l],
@@ -43,7 +43,7 @@ SIMDNORM_COLD void column_lanes_f64(const TX* base, std::ptrdiff_t row_stride, s
 /// every add waited for the store of the one before), walked down all rows chunk by chunk.
 template <class V, class TX, std::size_t NV>
 void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
-                  const std::size_t (&off)[4], moments_f64* out) {
+                  const std::size_t (&off)[4], bool tiny_m2, moments_f64* out) {
   constexpr std::size_t W = V::size, B = 4 * W;
   // Lanes past NV vectors stay zero: the per-lane merge below runs over all B lanes (a fixed
   // count, so the compiler vectorizes it) and ignores them.
@@ -126,12 +126,15 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     alignas(64) double cm[B], cm2[B];
     for (std::size_t l = 0; l < B; ++l)
       chunk_moments(p[l], s[l], center[l], q[l], double(n), cm[l], cm2[l]);
+    const float len_min = tiny_m2 ? float(n) * FLT_MIN : 0.f;  // keeps_tiny_m2
     bool kept = true;
     SIMDNORM_UNROLL
-    for (std::size_t j = 0; j < NV; ++j)
-      kept &= all(chunk_sums_kept(V::load_unaligned(s + j * W), V::load_unaligned(q + j * W)));
+    for (std::size_t j = 0; j < NV; ++j) {
+      const V qj = V::load_unaligned(q + j * W);
+      kept &= all(chunk_sums_kept(V::load_unaligned(s + j * W), qj) & (qj >= V(len_min)));
+    }
     if (__builtin_expect(!kept, 0))
-      column_lanes_f64<V, NV>(base, row_stride, n, off, s, q, cm, cm2);
+      column_lanes_f64<V, NV>(base, row_stride, n, off, s, q, len_min, cm, cm2);
     for (std::size_t l = 0; l < B; ++l) merge_moments(r0 == 0, w, cm[l], cm2[l], mean[l], m2[l]);
   }
   for (std::size_t j = 0; j < NV; ++j)
@@ -140,11 +143,11 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
 
 template <class V, class TX>
 void column_moments(const void* x_in, std::ptrdiff_t row_stride, std::size_t rows, std::size_t cols,
-                    moments_f64* out) {
+                    bool tiny_m2, moments_f64* out) {
   constexpr std::size_t W = V::size;
   if constexpr (W > 1) {
     if (cols < W) {
-      column_moments<scalar_vector, TX>(x_in, row_stride, rows, cols, out);
+      column_moments<scalar_vector, TX>(x_in, row_stride, rows, cols, tiny_m2, out);
       return;
     }
   }
@@ -158,10 +161,10 @@ void column_moments(const void* x_in, std::ptrdiff_t row_stride, std::size_t row
       off[j] = j < nv ? (o + W <= cols ? o : cols - W) : off[0];
     }
     switch (nv) {
-      case 4: column_block<V, TX, 4>(x, row_stride, rows, off, out); break;
-      case 3: column_block<V, TX, 3>(x, row_stride, rows, off, out); break;
-      case 2: column_block<V, TX, 2>(x, row_stride, rows, off, out); break;
-      default: column_block<V, TX, 1>(x, row_stride, rows, off, out); break;
+      case 4: column_block<V, TX, 4>(x, row_stride, rows, off, tiny_m2, out); break;
+      case 3: column_block<V, TX, 3>(x, row_stride, rows, off, tiny_m2, out); break;
+      case 2: column_block<V, TX, 2>(x, row_stride, rows, off, tiny_m2, out); break;
+      default: column_block<V, TX, 1>(x, row_stride, rows, off, tiny_m2, out); break;
     }
   }
 }

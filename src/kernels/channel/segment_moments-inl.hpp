@@ -93,7 +93,7 @@ struct chunk_walk {
 /// lines of chunk j + 1 are requested into L2, one per vector (banner).
 template <class V, std::size_t R, class TX>
 void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t count,
-                        std::size_t len, moments_f64* out) {
+                        std::size_t len, bool tiny_m2, moments_f64* out) {
   constexpr std::size_t W = V::size;
   if (count > 1 && stride == std::ptrdiff_t(len)) len *= count, count = 1;  // contiguous
   const chunk_walk cw(count, len);
@@ -106,6 +106,7 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
     std::size_t k0, k1, off, piece;
     cw.span(j, k0, k1, off, piece);
     const double n_chunk = double((k1 - k0) * piece);
+    const float len_min = tiny_m2 ? float(n_chunk) * FLT_MIN : 0.f;  // keeps_tiny_m2
     const bool overlap = W > 1 && piece % W != 0 && piece >= W;
     row_prefetcher pf[R];
     if (j + 1 < cw.chunks) {
@@ -167,7 +168,7 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
     for (std::size_t r = 0; r < R; ++r) {
       const float q = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
       double cm, cm2;
-      if (__builtin_expect(!chunk_sums_kept(s[r], q), 0)) {
+      if (__builtin_expect(!chunk_sums_kept(s[r], q) || q < len_min, 0)) {
         const TX* c = x[r] + std::ptrdiff_t(k0) * stride + std::ptrdiff_t(off);
         chunk_moments_f64(
             (k1 - k0) * piece,
@@ -190,16 +191,16 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
 /// (same bits).
 template <class V, class TX>
 void segment_moments(const void* const* x_in, std::size_t units, std::ptrdiff_t stride,
-                     std::size_t count, std::size_t len, moments_f64* out) {
+                     std::size_t count, std::size_t len, bool tiny_m2, moments_f64* out) {
   constexpr std::size_t R = kInterleavedUnits;
   const TX* x[R];
   std::size_t u = 0;
   for (; u + R <= units; u += R) {
     for (std::size_t r = 0; r < R; ++r) x[r] = static_cast<const TX*>(x_in[u + r]);
-    segments_moments_r<V, R>(x, stride, count, len, out + u);
+    segments_moments_r<V, R>(x, stride, count, len, tiny_m2, out + u);
   }
   for (; u < units; ++u) {
     x[0] = static_cast<const TX*>(x_in[u]);
-    segments_moments_r<V, 1>(x, stride, count, len, out + u);
+    segments_moments_r<V, 1>(x, stride, count, len, tiny_m2, out + u);
   }
 }

@@ -12,8 +12,10 @@
 //   in double: when pass A's or pass B's float sum lost its value (S1 beyond FLT_MAX: spreads
 //     beyond about FLT_MAX / kMomentChunk; squares beyond FLT_MAX: deviations beyond about
 //     1.8e19; or a deviation x - p itself beyond FLT_MAX: values of both signs near FLT_MAX),
-//     the chunk's moments are computed again in double, in two passes (chunk_moments_f64).
-//     The one-read guard rejects an S1 or S2 that overflowed, so such chunks reach pass B.
+//     the chunk's moments are computed again in double, in two passes (chunk_moments_f64);
+//     so are chunks whose sum of squares fell below len * FLT_MIN, where the plan's eps asks
+//     for it (keeps_tiny_m2 in isa_table.hpp). The one-read guard rejects an S1 or S2 that
+//     overflowed, so such chunks reach pass B.
 //   merge:     Chan's formula in double (merge_moments): delta = mean_b - mean_a,
 //     mean += delta * n_b / n,  M2 = M2_a + M2_b + delta^2 n_a n_b / n.
 // Numerics: |x - p| small => errors of order eps_f32 * depth * std per chunk; the merge in
@@ -80,9 +82,10 @@ SIMDNORM_ALWAYS_INLINE auto chunk_sums_kept(const T& s1, const T& q) {
 }
 
 /// Mean and M2 of a chunk of len values (value i is at(i)) in double, in two passes: where
-/// !chunk_sums_kept. Double holds every such sum: |x| < 2^128, so squared deviations stay
-/// below 2^258 and their sums far below DBL_MAX. A NaN or Inf among the values gives a
-/// non-finite M2, as the float sums would. Rare, so out of line.
+/// !chunk_sums_kept, or the squares underflowed under keeps_tiny_m2. Double holds every such
+/// sum: |x| < 2^128, so squared deviations stay below 2^258 and their sums far below DBL_MAX,
+/// and a nonzero float deviation (>= 2^-149) squares to a normal double. A NaN or Inf among
+/// the values gives a non-finite M2, as the float sums would. Rare, so out of line.
 template <class At>
 SIMDNORM_COLD void chunk_moments_f64(std::size_t len, At at, double& mean, double& m2) {
   double s = 0.0;

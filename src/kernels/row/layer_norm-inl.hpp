@@ -41,21 +41,27 @@ struct layer_norm_stats {
     (lo * rs).store_unaligned(k.lo_rs);
     // Rows whose M2 is not finite: their float sums overflowed (M2 may exceed FLT_MAX while
     // the variance does not, and n * lo^2 overflows for means near FLT_MAX), or a NaN / Inf
-    // is in the row. They take the long-row statistics, whose chunks are computed again in
+    // is in the row; with a tiny eps, also rows whose M2 fell below n * FLT_MIN
+    // (keeps_tiny_m2). They take the long-row statistics, whose chunks are computed again in
     // double where their float sums lost their value (a NaN or Inf stays non-finite there).
-    if (!all(m2 <= V(FLT_MAX)))
-      long_rows_where<layer_norm_stats>(cfg, xs, k, m2, [](float v) { return !(v <= FLT_MAX); });
+    const float len_min = keeps_tiny_m2(cfg.eps) ? float(cfg.cols) * FLT_MIN : 0.f;
+    if (!all((m2 <= V(FLT_MAX)) & (m2 >= V(len_min))))
+      long_rows_where<layer_norm_stats>(
+          cfg, xs, k, m2, [len_min](float v) { return !(v <= FLT_MAX && v >= len_min); });
   }
 
   /// Moments of R long rows in double (row/stats_long-inl.hpp).
   template <class V, std::size_t R, class TX>
-  static void row_moments(const TX* const* xs, std::size_t n, moments_f64* m, row_prefetcher& pf) {
+  static void row_moments(const row_norm_config& cfg, const TX* const* xs, std::size_t n,
+                          moments_f64* m, row_prefetcher& pf) {
+    const bool tiny_m2 = keeps_tiny_m2(cfg.eps);
     // Two rows at a time: 2 x 8 accumulators stay in the 32 registers of AVX-512, R = 4 would
     // spill them (on 16-register ISAs the two rows' accumulators alone fill the file).
     if constexpr (R % 2 == 0) {
-      for (std::size_t r = 0; r < R; r += 2) rows_moments_f32<V, Shift, 2>(xs + r, n, m + r, pf);
+      for (std::size_t r = 0; r < R; r += 2)
+        rows_moments_f32<V, Shift, 2>(xs + r, n, m + r, pf, tiny_m2);
     } else {
-      rows_moments_f32<V, Shift, R>(xs, n, m, pf);
+      rows_moments_f32<V, Shift, R>(xs, n, m, pf, tiny_m2);
     }
   }
 

@@ -47,7 +47,8 @@ struct lp_norm_stats {
 
   /// Sums of |x| (p = 1) or x^2 (p = 2) of R long rows in double, in m2.
   template <class V, std::size_t R, class TX>
-  static void row_moments(const TX* const* xs, std::size_t n, moments_f64* m, row_prefetcher& pf) {
+  static void row_moments(const row_norm_config&, const TX* const* xs, std::size_t n,
+                          moments_f64* m, row_prefetcher& pf) {
     for (std::size_t r = 0; r < R; ++r)
       m[r] = {0.0,
               P == 1 ? row_sum_abs_f32<V>(xs[r], n, pf) : row_sum_squares_f32<V>(xs[r], n, pf)};

@@ -53,7 +53,7 @@ template <class Stats, class V, std::size_t R, class TX>
 inline void long_rows(const row_norm_config& cfg, const TX* const* xs, row_consts& k,
                       std::size_t first, row_prefetcher& pf) {
   moments_f64 m[R];
-  Stats::template row_moments<V, R>(xs, cfg.cols, m, pf);
+  Stats::template row_moments<V, R>(cfg, xs, cfg.cols, m, pf);
   for (std::size_t r = 0; r < R; ++r) Stats::finish(cfg, cfg.inv_cols, m[r], k, first + r);
 }
 

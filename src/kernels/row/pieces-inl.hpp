@@ -27,12 +27,12 @@ void row_moments(const row_norm_config& cfg, const row_moments_job& job) {
       const TX* xs[kRowGroup];
       moments_f64 m[kRowGroup];
       for (std::size_t i = 0; i < kRowGroup; ++i) xs[i] = x + std::ptrdiff_t(r + i) * job.stride;
-      Stats::template row_moments<V, kRowGroup>(xs, job.n, m, none);
+      Stats::template row_moments<V, kRowGroup>(cfg, xs, job.n, m, none);
       for (std::size_t i = 0; i < kRowGroup; ++i) job.out[(r + i) * job.out_stride] = m[i];
     }
     for (; r < job.rows; ++r) {
       const TX* xs[1] = {x + std::ptrdiff_t(r) * job.stride};
-      Stats::template row_moments<V, 1>(xs, job.n, job.out + r * job.out_stride, none);
+      Stats::template row_moments<V, 1>(cfg, xs, job.n, job.out + r * job.out_stride, none);
     }
   });
 }

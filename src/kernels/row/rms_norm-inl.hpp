@@ -43,7 +43,8 @@ struct rms_norm_stats {
 
   /// Sums of squares of R long rows in double (row/stats_long-inl.hpp), in m2.
   template <class V, std::size_t R, class TX>
-  static void row_moments(const TX* const* xs, std::size_t n, moments_f64* m, row_prefetcher& pf) {
+  static void row_moments(const row_norm_config&, const TX* const* xs, std::size_t n,
+                          moments_f64* m, row_prefetcher& pf) {
     for (std::size_t r = 0; r < R; ++r) m[r] = {0.0, row_sum_squares_f32<V>(xs[r], n, pf)};
   }
 

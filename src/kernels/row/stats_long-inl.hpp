@@ -47,7 +47,7 @@ SIMDNORM_ALWAYS_INLINE void fold_sum(std::size_t start, std::size_t, const momen
 /// scalar tails overlap. Results are bitwise independent of R.
 template <class V, bool Shift, std::size_t R, class TX>
 inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* out,
-                              row_prefetcher& pf) {
+                              row_prefetcher& pf, bool tiny_m2) {
   constexpr std::size_t W = V::size;
   float p[R];
   double mean[R] = {}, m2[R] = {};  // set by the first chunk (n >= 1)
@@ -56,6 +56,8 @@ inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* ou
   for (std::size_t start = 0; start < n; start += kMomentChunk) {
     const std::size_t len = n - start < kMomentChunk ? n - start : kMomentChunk;
     const double inv_len = 1.0 / double(len);
+    // With tiny_m2 (keeps_tiny_m2), sums of squares below this are computed again in double.
+    const float len_min = tiny_m2 ? float(len) * FLT_MIN : 0.f;
 
     // One pass: S1 = sum (x - p) and S2 = sum (x - p)^2, four accumulators each per row.
     V a[R][4], q[R][4];
@@ -104,7 +106,7 @@ inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* ou
       double chunk_mean = double(p[r]) + mean_rel;
       const double shift_part = double(s1) * mean_rel;  // len * (mean - p)^2
       double chunk_m2;
-      if (one_read_accepted(shift_part, double(s2))) {
+      if (one_read_accepted(shift_part, double(s2)) && !(s2 < len_min)) {
         chunk_m2 = double(s2) - shift_part;
       } else {  // pass B: around the chunk's float mean, re-read from L1
         const float center = p[r] + float(mean_rel);
@@ -128,7 +130,7 @@ inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* ou
           const float d = io::load1(c + k) - center;
           qs += d * d;
         }
-        if (__builtin_expect(!chunk_sums_kept(s1, qs), 0))
+        if (__builtin_expect(!chunk_sums_kept(s1, qs) || qs < len_min, 0))
           chunk_moments_f64(
               len, [c](std::size_t e) { return io::load1(c + e); }, chunk_mean, chunk_m2);
         else
@@ -147,14 +149,14 @@ inline void piece_moments_f32(const TX* const* x, std::size_t n, moments_f64* ou
 /// Moments of R rows of length n: their pieces' moments, folded in order.
 template <class V, bool Shift, std::size_t R, class TX>
 inline void rows_moments_f32(const TX* const* x, std::size_t n, moments_f64* out,
-                             row_prefetcher& pf) {
-  if (n <= kPieceElements) return piece_moments_f32<V, Shift, R>(x, n, out, pf);
+                             row_prefetcher& pf, bool tiny_m2) {
+  if (n <= kPieceElements) return piece_moments_f32<V, Shift, R>(x, n, out, pf, tiny_m2);
   for (std::size_t start = 0; start < n; start += kPieceElements) {
     const std::size_t len = n - start < kPieceElements ? n - start : kPieceElements;
     const TX* xp[R];
     moments_f64 m[R];
     for (std::size_t r = 0; r < R; ++r) xp[r] = x[r] + start;
-    piece_moments_f32<V, Shift, R>(xp, len, m, pf);
+    piece_moments_f32<V, Shift, R>(xp, len, m, pf, tiny_m2);
     for (std::size_t r = 0; r < R; ++r) fold_piece(start, len, m[r], out[r]);
   }
 }
