@@ -1,11 +1,12 @@
-// LayerNorm, RMSNorm, Lp normalization and the channel ops (BatchNorm training, InstanceNorm) at
-// the edges of the float range, on every runnable ISA, f32 and bf16 x, against a float64
-// reference: rows and units whose deviations, their squares (or the squares) or their sums
-// overflow float although the normalized output is an ordinary number, rows and units near
-// FLT_MAX, values of both signs near FLT_MAX, and RMSNorm rows whose squares underflow
-// (eps = 0). The reference is exact enough in double: |x| <= FLT_MAX = 2^128, so squared
-// deviations reach at most 2^258 and their sums over a row 2^271, far inside double's range,
-// and the smallest inputs used (1e-37) square to 1e-74, far above double's underflow.
+// LayerNorm, RMSNorm, Lp normalization and the channel ops (BatchNorm training, MVN,
+// InstanceNorm, GroupNorm) at the edges of the float range, on every runnable ISA, f32 and bf16
+// x, against a float64 reference: rows and units whose deviations, their squares (or the
+// squares) or their sums overflow float although the normalized output is an ordinary number,
+// rows and units near FLT_MAX and of both signs near it, and rows and units of tiny values
+// with eps = 0, whose squares underflow. The reference is exact enough in double:
+// |x| <= FLT_MAX = 2^128, so squared deviations reach at most 2^258 and their sums over a row
+// 2^271, far inside double's range, and the smallest inputs used (1e-37) square to 1e-74, far
+// above double's underflow.
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -358,18 +359,91 @@ namespace {
 // eps = 0, whose squares underflow.
 enum class channel_data { large_means, near_max, wide_spreads, both_signs, tiny };
 
-// Channel ops: BatchNorm training (a unit is channel c over the batch) and InstanceNorm (a unit
-// is plane (n, c)) on x[N][C][S], NCHW and NHWC, each channel with its own mean and spread, so
-// that squared deviations (or the sums, or the deviations themselves) overflow float in every
-// unit. Bounds: chref::centered_bound with the depth of the channel walk
-// (channel_reference.hpp), plus, in units whose deviations may exceed FLT_MAX / 2 (the kernel
-// then drops the center: unit_math.hpp's fold_unit), the rounding of x * scale and of the
-// shift that holds the whole mean: u (|x| + 2 |mean|) rstd.
-void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t S,
+// The channel ops and their units on x[N][C][S]: BatchNorm training and MVN over axes (N, S)
+// (a unit is channel c over the batch), InstanceNorm (plane (n, c)), GroupNorm with one group
+// (batch item n, all channels).
+enum class channel_op { batch_norm_training, mean_variance_norm, instance_norm, group_norm };
+
+// The logical (NCHW) indices of every unit of op.
+std::vector<std::vector<std::size_t>> units_of(channel_op op, std::size_t N, std::size_t C,
+                                               std::size_t S) {
+  std::vector<std::vector<std::size_t>> units;
+  const auto at = [&](std::size_t n, std::size_t c, std::size_t s) { return (n * C + c) * S + s; };
+  if (op == channel_op::batch_norm_training || op == channel_op::mean_variance_norm) {
+    for (std::size_t c = 0; c < C; ++c) {
+      units.emplace_back();
+      for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t s = 0; s < S; ++s) units.back().push_back(at(n, c, s));
+    }
+  } else {
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t c = 0; c < C; ++c) {
+        if (op == channel_op::instance_norm || c == 0) units.emplace_back();
+        for (std::size_t s = 0; s < S; ++s) units.back().push_back(at(n, c, s));
+      }
+  }
+  return units;
+}
+
+// Runs one channel op on x (logical NCHW, given in NCHW or NHWC memory order) into y (the same
+// order); eps is the op's (MVN adds it to the standard deviation).
+void run_channel_op(channel_op op, bool nhwc, const tensor_desc& xd, const tensor_desc& yd,
+                    std::size_t C, float eps, const void* x, float* y) {
+  const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
+  simdnorm::plan p;
+  if (op == channel_op::batch_norm_training) {
+    simdnorm::batch_norm_params prm;
+    prm.training = true;
+    prm.layout = layout;
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::batch_norm(xd, yd, prm, &p).ok());
+    std::vector<float> rm(C, 0.f), rv(C, 1.f);
+    std::int64_t batches = 0;
+    simdnorm::batch_norm_args a;
+    a.x = x;
+    a.y = y;
+    a.running_mean = rm.data();
+    a.running_var = rv.data();
+    a.num_batches_tracked = &batches;
+    test::execute_checked(p, a);
+    return;
+  }
+  if (op == channel_op::mean_variance_norm) {
+    simdnorm::mean_variance_norm_params prm;
+    prm.num_axes = 2;
+    prm.axes[0] = 0;
+    prm.axes[1] = nhwc ? 1 : 2;  // the spatial dim
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::mean_variance_norm(xd, yd, prm, &p).ok());
+  } else if (op == channel_op::instance_norm) {
+    simdnorm::instance_norm_params prm;
+    prm.layout = layout;
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::instance_norm(xd, yd, prm, &p).ok());
+  } else {
+    simdnorm::group_norm_params prm;
+    prm.layout = layout;
+    prm.eps = eps;
+    REQUIRE(simdnorm::plan::group_norm(xd, yd, prm, &p).ok());
+  }
+  simdnorm::norm_args a;
+  a.x = x;
+  a.y = y;
+  test::execute_checked(p, a);
+}
+
+// Each channel with its own mean and spread, so that squared deviations (or the sums, or the
+// deviations themselves) overflow float, or the squares underflow, in every unit. Bounds:
+// chref::centered_bound with the depth of the channel walk (channel_reference.hpp), plus, in
+// units whose deviations may exceed FLT_MAX / 2 (the kernel then drops the center:
+// unit_math.hpp's fold_unit), the rounding of x * scale and of the shift that holds the whole
+// mean: u (|x| + 2 |mean|) rstd. MVN's rstd = 1 / (sqrt(var) + eps) moves the bound by a
+// relative eps / sqrt(var), below 1e-26 here.
+void check_channels(isa active, dtype xt, channel_op op, bool nhwc, std::size_t S,
                     channel_data kind, std::uint32_t seed) {
   const std::size_t N = 4, C = 17;
   CAPTURE(std::string(simdnorm::dtype_name(xt)));
-  CAPTURE(instance);
+  CAPTURE(int(op));
   CAPTURE(nhwc);
   CAPTURE(S);
   CAPTURE(int(kind));
@@ -398,66 +472,35 @@ void check_channels(isa active, dtype xt, bool instance, bool nhwc, std::size_t 
     return nhwc ? tensor_desc::contiguous({std::int64_t(N), std::int64_t(S), std::int64_t(C)}, t)
                 : tensor_desc::contiguous({std::int64_t(N), std::int64_t(C), std::int64_t(S)}, t);
   };
-  const tensor_desc xd = shape(xt), desc = shape(dtype::f32);
   const std::vector<float> xin = nhwc ? chref::to_nhwc(x.data(), N, C, S) : x;
   test::typed_buffer xb(xt, xin.size(), 0);
   xb.set(xin);
   std::vector<float> y(xin.size(), 7.25f);
-  const auto layout = nhwc ? simdnorm::channel_layout::nhwc : simdnorm::channel_layout::nchw;
-  const float eps = kind == channel_data::tiny ? 0.f : 1e-5f;
-  simdnorm::plan p;
-  simdnorm::status st;
-  if (instance) {
-    simdnorm::instance_norm_params prm;
-    prm.layout = layout;
-    prm.eps = eps;
-    REQUIRE(simdnorm::plan::instance_norm(xd, desc, prm, &p).ok());
-    simdnorm::instance_norm_args a;
-    a.x = xb.base;
-    a.y = y.data();
-    st = p.execute(a);
-  } else {
-    simdnorm::batch_norm_params prm;
-    prm.training = true;
-    prm.layout = layout;
-    prm.eps = eps;
-    REQUIRE(simdnorm::plan::batch_norm(xd, desc, prm, &p).ok());
-    std::vector<float> rm(C, 0.f), rv(C, 1.f);
-    std::int64_t batches = 0;
-    simdnorm::batch_norm_args a;
-    a.x = xb.base;
-    a.y = y.data();
-    a.running_mean = rm.data();
-    a.running_var = rv.data();
-    a.num_batches_tracked = &batches;
-    st = p.execute(a);
-  }
-  REQUIRE(st.ok());
+  const bool mvn = op == channel_op::mean_variance_norm;
+  const float eps = kind == channel_data::tiny ? 0.f : mvn ? 1e-9f : 1e-5f;
+  run_channel_op(op, nhwc, shape(xt), shape(dtype::f32), C, eps, xb.base, y.data());
   if (nhwc) y = chref::to_nchw(y.data(), N, C, S);
   const std::size_t lanes = simdnorm::isa_lanes(active);
   outcome o;
-  for (std::size_t c = 0; c < C; ++c)
-    for (std::size_t n0 = 0; n0 < (instance ? N : 1); ++n0) {
-      std::vector<double> v;
-      std::vector<std::size_t> at;
-      for (std::size_t n = instance ? n0 : 0; n < (instance ? n0 + 1 : N); ++n)
-        for (std::size_t s = 0; s < S; ++s) {
-          at.push_back((n * C + c) * S + s);
-          v.push_back(x[at.back()]);
-        }
-      const chref::unit_ref ur = chref::stats(v);
-      const double d = chref::depth(v.size(), lanes, S), rstd = 1.0 / std::sqrt(ur.var + eps);
-      const bool uncentered = may_uncenter(ur.var * double(v.size()));
-      for (std::size_t k = 0; k < v.size(); ++k) {
-        const double want = (v[k] - ur.mean) * rstd;
-        const double e_uncentered =
-            uncentered ? u * (std::fabs(v[k]) + 2 * std::fabs(ur.mean)) * rstd : 0.0;
-        if (!(std::fabs(y[at[k]] - want) <=
-              chref::centered_bound(d, ur, eps, v[k], 1, 0, want) + e_uncentered))
-          o.fail("unit " + std::to_string(c) + "/" + std::to_string(n0) + ": got " +
-                 std::to_string(y[at[k]]) + " want " + std::to_string(want));
-      }
+  const std::vector<std::vector<std::size_t>> units = units_of(op, N, C, S);
+  for (std::size_t q = 0; q < units.size(); ++q) {
+    std::vector<double> v;
+    for (std::size_t i : units[q]) v.push_back(x[i]);
+    const chref::unit_ref ur = chref::stats(v);
+    const double d = chref::depth(v.size(), lanes, S);
+    const double rstd = mvn ? 1.0 / (std::sqrt(ur.var) + eps) : 1.0 / std::sqrt(ur.var + eps);
+    const bool uncentered = may_uncenter(ur.var * double(v.size()));
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      const double want = (v[k] - ur.mean) * rstd;
+      const double e_uncentered =
+          uncentered ? u * (std::fabs(v[k]) + 2 * std::fabs(ur.mean)) * rstd : 0.0;
+      const double got = y[units[q][k]];
+      if (!(std::fabs(got - want) <=
+            chref::centered_bound(d, ur, mvn ? 0.0 : eps, v[k], 1, 0, want) + e_uncentered))
+        o.fail("unit " + std::to_string(q) + ": got " + std::to_string(got) + " want " +
+               std::to_string(want));
     }
+  }
   CHECK_MESSAGE(o.bad == 0, o.first);
 }
 
@@ -467,12 +510,13 @@ TEST_CASE("channel ops: units whose deviations, squares or sums leave float matc
   test::for_each_isa([](isa i) {
     std::uint32_t seed = 400;
     for (dtype t : x_types())
-      for (bool instance : {false, true})
+      for (channel_op op : {channel_op::batch_norm_training, channel_op::mean_variance_norm,
+                            channel_op::instance_norm, channel_op::group_norm})
         for (bool nhwc : {false, true})
           for (std::size_t S : {std::size_t(49), std::size_t(144), std::size_t(2500)})
             for (channel_data kind :
                  {channel_data::large_means, channel_data::near_max, channel_data::wide_spreads,
                   channel_data::both_signs, channel_data::tiny})
-              check_channels(i, t, instance, nhwc, S, kind, seed++);
+              check_channels(i, t, op, nhwc, S, kind, seed++);
   });
 }
