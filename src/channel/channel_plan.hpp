@@ -100,10 +100,10 @@ struct channel_norm_plan final : plan_impl {
 
   // ---- per-unit arithmetic with this plan's parameters (unit_math.hpp) ----------------------
 
-  /// A unit's statistics from its moments over `count` values (this plan's units, or the
-  /// merged records of stats_stage::apply).
   /// Whether the statistics keep a tiny M2 exact (keeps_tiny_m2 of eps).
   bool tiny_m2() const { return keeps_tiny_m2(eps, op == ch_op::mean_variance_norm); }
+  /// A unit's statistics from its moments over `count` values (this plan's units, or the
+  /// merged records of stats_stage::apply).
   unit_stats finish(const moments_f64& m, std::size_t count) const {
     return unit_stats_of(m, count, eps, op == ch_op::mean_variance_norm);
   }

@@ -3,7 +3,8 @@
 //
 // Formula: common/moments-inl.hpp in two passes per chunk, as segment_moments: pass A sums
 //   (x - p) with p the channel's first value, pass B sums (x - center)^2 from L1; a lane
-//   whose float sums overflow is computed again in double.
+//   whose float sums overflow, or (with tiny_m2) whose squares underflow, is computed again
+//   in double.
 // Layout: SIMD lanes are channels, accumulated vertically (no horizontal reduction); a block
 //   of up to 4 vectors of channels is walked down kColumnChunkRows rows per chunk (the chunk
 //   stays in L1 for pass B) and the chunks of each channel are merged per lane, in double, in

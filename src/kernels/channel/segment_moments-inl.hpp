@@ -8,8 +8,9 @@
 // Formula: common/moments-inl.hpp, always in two passes per chunk: pass A sums (x - p) with a
 //   fixed shift p (the unit's first value), giving the chunk mean; pass B sums
 //   (x - center)^2 around the float nearest that mean, re-reading the chunk from L1; a chunk
-//   whose float sums overflow is computed again in double (as the rows'). Unlike the rows,
-//   every chunk takes pass B (no one-read guard yet).
+//   whose float sums overflow, or (with tiny_m2) whose squares underflow, is computed again
+//   in double (as the rows'). Unlike the rows, every chunk takes pass B (no one-read guard
+//   yet).
 // Chunks (chunk_walk) are pieces of kMomentChunk floats of a long segment (contiguous units
 //   are one segment), or short segments (7x7, 14x14 planes) packed whole, so the dependent
 //   scalar chain (reduction, division, merge) is paid once per chunk rather than once per

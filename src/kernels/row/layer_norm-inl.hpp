@@ -10,9 +10,10 @@
 // Numerics: the output error is a few ulp of the normalized value plus the statistics'
 //   rounding, independent of the mean's magnitude when compensated (tests/reference.hpp derives
 //   the bound). rstd is float-rounded from double (long rows) or computed in float lanes
-//   (short rows, 1.5 ulp). Chunks whose float sums overflow (|x - mean| beyond about 1e19)
-//   are computed again in double (common/moments-inl.hpp); short rows whose float M2 is not
-//   finite take the long-row statistics (the check runs once per group). In a row whose
+//   (short rows, 1.5 ulp). Chunks whose float sums overflow (|x - mean| beyond about 1e19),
+//   or, with an eps below FLT_MIN, whose squares underflow (keeps_tiny_m2), are computed
+//   again in double (common/moments-inl.hpp); short rows whose float M2 is not finite (or
+//   that small) take the long-row statistics (the check runs once per group). In a row whose
 //   deviations may exceed FLT_MAX (sqrt(M2) beyond FLT_MAX / 2: values of both signs near
 //   FLT_MAX), x - hi could overflow, so hi = 0 and lo = mean: t = x * rs - mean * rs, one fms,
 //   whose rounding costs 2 u |mean| / std <= 4 sqrt(cols) u there. A NaN or Inf in a row makes
