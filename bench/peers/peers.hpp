@@ -5,7 +5,7 @@
 // Each peer is compiled only when CMake finds it (bench/peers/peers.cmake defines
 // SIMDNORM_BENCH_WITH_ONEDNN / SIMDNORM_BENCH_WITH_TORCH); without any, `available()` is empty
 // and everything still builds and runs. Peers are set up as their users would set them up, and
-// fairly (the team's notes, ../shared/reference/peer-baseline.md, list the traps met so far):
+// fairly (the team's research notes on the peers' baselines list the traps met so far):
 //   oneDNN   Debian builds it with OpenMP: threads via omp_set_num_threads before the
 //            primitive is created and before each run; the primitive cache is off (with it,
 //            NCHW- and NHWC-tagged N x C x 1 x 1 BatchNorm share one primitive, whichever was
