@@ -23,19 +23,26 @@
 // Numerics: as the rows; each lane sums at most kColumnChunkRows terms in float before the
 //   double merge. Results depend only on the shape and the ISA, never on threads.
 
-/// The moments of the lanes of a chunk (n rows from base) whose float sums s, q lost their
-/// value, computed again in double (common/moments-inl.hpp) into cm, cm2. Rare, so out of line.
+/// The chunk step of column_block (n rows from base) where some lane's float sums s, q lost
+/// their value: those lanes' moments computed again in double (common/moments-inl.hpp), the
+/// others as usual, then all B lanes merged into mean, m2. Rare, so out of line, which keeps
+/// the common step one loop.
 template <class V, std::size_t NV, class TX>
-SIMDNORM_COLD void column_lanes_f64(const TX* base, std::ptrdiff_t row_stride, std::size_t n,
-                                    const std::size_t (&off)[4], const float* s, const float* q,
-                                    float len_min, double* cm, double* cm2) {
+SIMDNORM_COLD void column_chunk_f64(const TX* base, std::ptrdiff_t row_stride, std::size_t n,
+                                    const std::size_t (&off)[4], const float* p, const float* s,
+                                    const float* center, const float* q, float len_min,
+                                    const chan_weights& w, bool first, double* mean, double* m2) {
   constexpr std::size_t W = V::size;
-  for (std::size_t l = 0; l < NV * W; ++l) {
-    if (chunk_sums_kept(s[l], q[l]) && !(q[l] < len_min)) continue;
-    const TX* c = base + off[l / W] + l % W;
-    chunk_moments_f64(
-        n, [=](std::size_t r) { return io::load1(c + std::ptrdiff_t(r) * row_stride); }, cm[l],
-        cm2[l]);
+  for (std::size_t l = 0; l < 4 * W; ++l) {
+    double cm, cm2;
+    if (l < NV * W && !(chunk_sums_kept(s[l], q[l]) && !(q[l] < len_min))) {
+      const TX* c = base + off[l / W] + l % W;
+      chunk_moments_f64(
+          n, [=](std::size_t r) { return io::load1(c + std::ptrdiff_t(r) * row_stride); }, cm, cm2);
+    } else {
+      chunk_moments(p[l], s[l], center[l], q[l], double(n), cm, cm2);
+    }
+    merge_moments(first, w, cm, cm2, mean[l], m2[l]);
   }
 }
 
@@ -122,21 +129,27 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     SIMDNORM_UNROLL
     for (std::size_t j = 0; j < NV; ++j) (a[j][0] + a[j][1]).store_unaligned(q + j * W);
     // Per lane, in double: the chunk's moments merged into the channel's, over all B lanes
-    // so that the loop vectorizes; then the lanes whose float sums lost their value again.
+    // so that the loop vectorizes; out of line where a lane's float sums lost their value.
     const chan_weights w{double(r0), double(n)};
-    alignas(64) double cm[B], cm2[B];
-    for (std::size_t l = 0; l < B; ++l)
-      chunk_moments(p[l], s[l], center[l], q[l], double(n), cm[l], cm2[l]);
     const float len_min = tiny_m2 ? float(n) * FLT_MIN : 0.f;  // keeps_tiny_m2
+    // s * 0 + q is NaN where s is not finite and Inf where q overflowed: one test for both.
     bool kept = true;
     SIMDNORM_UNROLL
     for (std::size_t j = 0; j < NV; ++j) {
       const V qj = V::load_unaligned(q + j * W);
-      kept &= all(chunk_sums_kept(V::load_unaligned(s + j * W), qj) & (qj >= V(len_min)));
+      kept &= all(fma(V::load_unaligned(s + j * W), V(0.f), qj) <= V(FLT_MAX));
+      if (tiny_m2) kept &= all(qj >= V(len_min));
     }
-    if (__builtin_expect(!kept, 0))
-      column_lanes_f64<V, NV>(base, row_stride, n, off, s, q, len_min, cm, cm2);
-    for (std::size_t l = 0; l < B; ++l) merge_moments(r0 == 0, w, cm[l], cm2[l], mean[l], m2[l]);
+    if (__builtin_expect(!kept, 0)) {
+      column_chunk_f64<V, NV>(base, row_stride, n, off, p, s, center, q, len_min, w, r0 == 0, mean,
+                              m2);
+      continue;
+    }
+    for (std::size_t l = 0; l < B; ++l) {
+      double cm, cm2;
+      chunk_moments(p[l], s[l], center[l], q[l], double(n), cm, cm2);
+      merge_moments(r0 == 0, w, cm, cm2, mean[l], m2[l]);
+    }
   }
   for (std::size_t j = 0; j < NV; ++j)
     for (std::size_t l = 0; l < W; ++l) out[off[j] + l] = {mean[j * W + l], m2[j * W + l]};
