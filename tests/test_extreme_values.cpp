@@ -2,11 +2,11 @@
 // InstanceNorm, GroupNorm) at the edges of the float range, on every runnable ISA, f32 and bf16
 // x, against a float64 reference: rows and units whose deviations, their squares (or the
 // squares) or their sums overflow float although the normalized output is an ordinary number,
-// rows and units near FLT_MAX and of both signs near it, and rows and units of tiny values
-// with eps = 0, whose squares underflow. The reference is exact enough in double:
-// |x| <= FLT_MAX = 2^128, so squared deviations reach at most 2^258 and their sums over a row
-// 2^271, far inside double's range, and the smallest inputs used (1e-37) square to 1e-74, far
-// above double's underflow.
+// rows and units near FLT_MAX and of both signs near it, rows whose var + eps exceeds FLT_MAX
+// (eps = FLT_MAX), and rows and units of tiny values with eps = 0, whose squares underflow. The
+// reference is exact enough in double: |x| <= FLT_MAX = 2^128, so squared deviations reach at most
+// 2^258 and their sums over a row 2^271, far inside double's range, and the smallest inputs used
+// (1e-37) square to 1e-74, far above double's underflow.
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -309,6 +309,8 @@ TEST_CASE("layer_norm: rows whose deviations, squares or sums leave float match 
         check(i, t, op::layer_norm, d, wide_spreads(d, seed++), 1e-5f, "spreads up to 3e37");
         check(i, t, op::layer_norm, d, both_signs_near_max(d, seed++), 1e-5f,
               "both signs near FLT_MAX");
+        check(i, t, op::layer_norm, d, scaled_rows(d, seed++, 16.0, 19.0), FLT_MAX,
+              "var + eps beyond FLT_MAX");
         if (d == 1) continue;  // eps 0 and one value: var = 0, y = 0 / 0
         check(i, t, op::layer_norm, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f,
               "tiny values, eps 0");
@@ -327,6 +329,8 @@ TEST_CASE("rms_norm: rows whose squares overflow or underflow float match float6
         check(i, t, op::rms_norm, d, scaled_rows(d, seed++, 19.0, 37.0), 1e-6f, "large values");
         check(i, t, op::rms_norm, d, one_huge(d, seed++), 1e-6f, "one huge element");
         check(i, t, op::rms_norm, d, rms_near_max(d, seed++), 1e-6f, "near FLT_MAX");
+        check(i, t, op::rms_norm, d, scaled_rows(d, seed++, 16.0, 19.0), FLT_MAX,
+              "ms + eps beyond FLT_MAX");
         check(i, t, op::rms_norm, d, scaled_rows(d, seed++, -37.0, -20.0), 0.f,
               "tiny values, eps 0");
         std::vector<float> tiny(kRows * d);

@@ -35,7 +35,8 @@ struct layer_norm_stats {
                                                 Between between_rows = {}) {
     V hi, lo, m2;
     rows_moments_short_f32<V, Shift>(xs, cfg.cols, hi, lo, m2, pf, between_rows);
-    const V rs = V(1.f) / sqrt(fma(m2, V(float(cfg.inv_cols)), V(cfg.eps)));
+    const V var_eps = fma(m2, V(float(cfg.inv_cols)), V(cfg.eps));
+    const V rs = V(1.f) / sqrt(var_eps);
     hi.store_unaligned(k.hi);
     hi.store_unaligned(k.mean);
     rs.store_unaligned(k.rs);
@@ -43,12 +44,15 @@ struct layer_norm_stats {
     // Rows whose M2 is not finite: their float sums overflowed (M2 may exceed FLT_MAX while
     // the variance does not, and n * lo^2 overflows for means near FLT_MAX), or a NaN / Inf
     // is in the row; with a tiny eps, also rows whose M2 fell below n * FLT_MIN
-    // (keeps_tiny_m2). They take the long-row statistics, whose chunks are computed again in
-    // double where their float sums lost their value (a NaN or Inf stays non-finite there).
+    // (keeps_tiny_m2); and rows whose var + eps overflowed float (an eps near FLT_MAX), for
+    // which rs would be 0. They take the long-row statistics, whose chunks are computed again
+    // in double where their float sums lost their value (a NaN or Inf stays non-finite
+    // there), and whose rstd is computed in double.
     const float len_min = keeps_tiny_m2(cfg.eps) ? float(cfg.cols) * FLT_MIN : 0.f;
-    if (!all((m2 <= V(FLT_MAX)) & (m2 >= V(len_min))))
+    const V lost = select(var_eps > V(FLT_MAX), V(INFINITY), m2);
+    if (!all((lost <= V(FLT_MAX)) & (lost >= V(len_min))))
       long_rows_where<layer_norm_stats>(
-          cfg, xs, k, m2, [len_min](float v) { return !(v <= FLT_MAX && v >= len_min); });
+          cfg, xs, k, lost, [len_min](float v) { return !(v <= FLT_MAX && v >= len_min); });
   }
 
   /// Moments of R long rows in double (row/stats_long-inl.hpp).

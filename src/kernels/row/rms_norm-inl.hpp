@@ -32,12 +32,14 @@ struct rms_norm_stats {
     const V sq = row_lanes_sum<V>(
         xs, cfg.cols, [](V v, std::size_t) { return v; }, [](V s, V v) { return fma(v, v, s); },
         pf);
-    const V ms = sq * V(float(cfg.inv_cols));
-    (V(1.f) / sqrt(ms + V(cfg.eps))).store_unaligned(k.rs);
-    // Rows whose float sum of squares overflowed or underflowed: the long-row sum (scaled).
+    const V ms_eps = sq * V(float(cfg.inv_cols)) + V(cfg.eps);
+    (V(1.f) / sqrt(ms_eps)).store_unaligned(k.rs);
+    // Rows whose float sum of squares overflowed or underflowed, or whose ms + eps overflowed
+    // (an eps near FLT_MAX; rs would be 0): the long-row sum (scaled), rstd in double.
     const float len_min = float(cfg.cols) * FLT_MIN;
-    if (any(squares_lost(sq, V(len_min))))
-      long_rows_where<rms_norm_stats>(cfg, xs, k, sq,
+    const V lost = select(ms_eps > V(FLT_MAX), V(INFINITY), sq);
+    if (any(squares_lost(lost, V(len_min))))
+      long_rows_where<rms_norm_stats>(cfg, xs, k, lost,
                                       [&](float s) { return squares_lost(s, len_min); });
   }
 
