@@ -25,8 +25,11 @@
 // used is twice that, 4 depth u |g| (s + |z| (1 + s)) + 8 u (|y| + |b| + |g z|) with
 // s = P rstd: the |z| s term covers units of several chunks, whose chunk means (each off by
 // up to depth u P) enter the double merge of the variance through Chan's delta^2 term; plus an
-// absolute 2^-120 (1 + |x| + |z| + |g|) + 2^-147 rstd |g| for the roundings of subnormal
-// intermediates (x - mean can be off by a subnormal step, which rstd scales). Where p = 0
+// absolute 2^-120 (1 + |z| + |g|) + 2^-147 rstd |g| for the roundings of subnormal
+// intermediates (x - mean can be off by a subnormal step, which rstd scales), and
+// 2^-148 (|x| + |mean|) (1 + |g|) for an rstd that is itself subnormal. Float sums that
+// overflow or underflow are computed again in double or scaled by the kernels
+// (docs/numerics.md), only more accurately, so the bound holds for every finite unit. Where p = 0
 // the float mean is only depth u max|x| close and enters the variance squared, so y and the
 // saved rstd also allow a relative 4 (depth u s)^2 (which leaves such rows with a large mean
 // nearly unchecked: plan.hpp documents that mode as lossy). For n = 9 and s ~ 3 the bound is
@@ -46,23 +49,20 @@
 //         round to subnormal steps (or to 0);
 //   sum x^2  a relative 4 depth u, plus n 2^-146 for squares that round to subnormals;
 //   sum |x|  a relative 4 depth u (|x| is exact, and subnormal additions are exact).
-// Records are not value-checked where the float sums may overflow (n P^2 or n max|x|^2 above
-// 2^124, n max|x| for L1) or the unit's inputs are not all finite. stats_stage::apply from
+// Records are not value-checked where the unit's inputs are not all finite. stats_stage::apply from
 // exact records (the float64 statistics below) meets the bounds of the one-call outputs: the
 // error of the statistics is then only smaller.
 //
 // What is not value-checked (and why): a unit whose inputs are not all finite (its outputs may
-// be NaN or Inf; only the other units are checked, which is the confinement check), and a unit
-// whose float intermediates leave the range where the bound above holds: a sum of squares
-// n P^2 > 2^124 (float overflow), var + eps < 2^-100 (rstd > 2^50: the float squares of the
-// deviations are subnormal or zero, so var has no relative accuracy left) or var + eps > 2^126;
-// and an element whose gamma or beta is not finite or whose reference |y|, |g z| or |g rstd|
-// exceeds 2^120 (not representable in float, or an intermediate that overflows), or, for the
-// channel ops, which fold rstd * gamma (BatchNorm inference: gamma / sqrt(var + eps)) into one
-// float scale, whose scale is subnormal (the scale then keeps few or no bits, and the output
-// |x - mean| * scale with it, even where g z itself is a normal float). The exact
-// special case that plan.hpp documents is asserted: Lp with eps = 0 on a row of zeros gives
-// y = NaN and rstd = 1 / 0 = +Inf.
+// be NaN or Inf; only the other units are checked, which is the confinement check), a unit
+// whose rstd exceeds kMaxRstd = 2^120 (var + eps below 2^-240: rstd nears float's top, where
+// rstd |g| and the products with it overflow), and an element whose gamma or beta is not finite or
+// whose reference |y|, |g z| or |g rstd| exceeds 2^120 (not representable in float, or an
+// intermediate that overflows), or, for the channel ops, which fold rstd * gamma (BatchNorm
+// inference: gamma / sqrt(var + eps)) into one float scale, whose scale is subnormal (the scale
+// then keeps few or no bits, and the output |x - mean| * scale with it, even where g z itself is a
+// normal float). The exact special case that plan.hpp documents is asserted: Lp with eps = 0 on a
+// row of zeros gives y = NaN and rstd = 1 / 0 = +Inf.
 //
 // The fused operands of the row ops (docs/fusions.md). The residual add, the weight offset and
 // adaLN modulation need nothing new here: the harness gives compute() the values the norm sees
@@ -111,6 +111,11 @@
 namespace fuzzref {
 
 inline constexpr double kU = 0x1p-24;
+/// Units are value-checked up to this rstd (var + eps down to 2^-240): beyond, rstd nears
+/// float's top and rstd |g| or the products with it may overflow. Below FLT_MIN (var beyond
+/// 2^252) rstd is a subnormal float, off by up to 2^-150 absolute, which moves y by
+/// 2^-150 |x - mean| |g| (the 2^-148 (|x| + |mean|) (1 + |g|) term).
+inline constexpr double kMaxRstd = 0x1p120;
 
 inline double depth(double n) {
   return std::min(n, 2048.0) + 2.0 * std::ceil(std::log2(n + 1.0)) + 16.0;
@@ -239,21 +244,19 @@ inline result compute(const model& m, const std::vector<float>& x) {
   const double e = m.eps;
   for (unit_ref& q : u) {
     if (!q.finite) continue;
-    const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
     switch (m.fam) {
       case family::centered:
         q.rstd = 1.0 / std::sqrt(q.var + e);
-        q.checkable = q.n * P * P <= 0x1p124 && q.var + e >= 0x1p-100 && q.var + e <= 0x1p126;
+        q.checkable = q.rstd <= kMaxRstd;
         break;
       case family::mvn:
         q.rstd = 1.0 / (std::sqrt(q.var) + e);
-        q.checkable = q.n * P * P <= 0x1p124 && q.rstd <= 0x1p50 && q.rstd >= 0x1p-63;
+        q.checkable = q.rstd <= kMaxRstd;
         break;
       case family::rms: {
         const double ms = q.sumsq / q.n;
         q.rstd = 1.0 / std::sqrt(ms + e);
-        q.checkable =
-            q.n * q.absmax * q.absmax <= 0x1p124 && ms + e >= 0x1p-100 && ms + e <= 0x1p126;
+        q.checkable = q.rstd <= kMaxRstd;
         break;
       }
       case family::l1:
@@ -261,10 +264,7 @@ inline result compute(const model& m, const std::vector<float>& x) {
         const double norm = m.fam == family::l1 ? q.sumabs : std::sqrt(q.sumsq);
         const double d = std::max(norm, e);
         q.rstd = 1.0 / d;
-        const bool no_overflow =
-            m.fam == family::l1 ? q.n * q.absmax <= 0x1p124 : q.n * q.absmax * q.absmax <= 0x1p124;
-        const double small = m.fam == family::l1 ? 0x1p-100 : 0x1p-50;  // norm, not its square
-        q.checkable = no_overflow && (norm >= small || e >= 2 * norm) && d > 0 && q.rstd <= 0x1p100;
+        q.checkable = d > 0 && q.rstd <= kMaxRstd;
         break;
       }
       case family::folded: break;  // per channel, below
@@ -332,8 +332,9 @@ inline result compute(const model& m, const std::vector<float>& x) {
     r.y.tol[i] = 4 * dp * kU * std::fabs(g) * (s + std::fabs(z) * (1 + s)) +
                  4 * ds * ds * std::fabs(g * z) +
                  8 * kU * (std::fabs(y) + std::fabs(b) + std::fabs(g * z)) +
-                 0x1p-120 * (1 + std::fabs(xv) + std::fabs(z) + std::fabs(g)) +
-                 0x1p-147 * q.rstd * std::fabs(g);  // x - mean rounded to a subnormal step
+                 0x1p-120 * (1 + std::fabs(z) + std::fabs(g)) +
+                 0x1p-147 * q.rstd * std::fabs(g) +  // x - mean rounded to a subnormal step
+                 0x1p-148 * (std::fabs(xv) + std::fabs(q.mean)) * (1 + std::fabs(g));  // rstd
   }
 
   // Moments records (stats_stage::moments), per unit: see "Split statistics" at the top.
@@ -348,18 +349,12 @@ inline result compute(const model& m, const std::vector<float>& x) {
     r.record_m2.value[k] = record_m2(m.fam, q);
     if (kind == 1) {
       const double P = m.compensated ? 2 * q.dev : std::max(q.absmax, 2 * q.dev);
-      if (q.n * P * P > 0x1p124) {
-        r.record_mean.kind[k] = r.record_m2.kind[k] = want::skip;
-        continue;
-      }
       const double sigma = std::sqrt(q.var), de = dp * kU * P;
       r.record_mean.value[k] = q.mean;
       r.record_mean.tol[k] = 4 * dp * kU * P + 4 * kU * std::fabs(q.mean) + 0x1p-140;
       r.record_m2.tol[k] =
           8 * dp * kU * (q.m2 + q.n * P * sigma) + 8 * q.n * de * de + q.n * 0x1p-140 * (1 + P);
     } else {  // mean exactly 0
-      if (kind == 2 ? q.n * q.absmax * q.absmax > 0x1p124 : q.n * q.absmax > 0x1p124)
-        r.record_m2.kind[k] = want::skip;
       r.record_m2.tol[k] = 4 * dp * kU * r.record_m2.value[k] + (kind == 2 ? q.n * 0x1p-146 : 0);
     }
   }
