@@ -5,12 +5,13 @@
 // float, bf16_t or f16_t, read through io (exact); chunks are counted in elements, so a 16-bit
 // x gives the moments of the f32 tensor holding the same values, bit for bit.
 //
-// Formula: common/moments-inl.hpp, always in two passes per chunk: pass A sums (x - p) with a
-//   fixed shift p (the unit's first value), giving the chunk mean; pass B sums
-//   (x - center)^2 around the float nearest that mean, re-reading the chunk from L1; a chunk
-//   whose float sums overflow, or (with tiny_m2) whose squares underflow, is computed again
-//   in double (as the rows'). Unlike the rows, every chunk takes pass B (no one-read guard
-//   yet).
+// Formula: common/moments-inl.hpp, as the long rows: one read sums (x - p) and (x - p)^2
+//   around a float shift p, the mean of the unit's first vector for its first chunk and the
+//   mean of the chunks so far after that; a chunk that fails the one-read guard (its mean
+//   more than about half a standard deviation from p: a channel whose batch items differ in
+//   mean, or a trend) takes pass B around its float mean, re-read from L1; a chunk whose
+//   float sums overflow, or (with tiny_m2) whose squares underflow, is computed again in
+//   double.
 // Chunks (chunk_walk) are pieces of kMomentChunk floats of a long segment (contiguous units
 //   are one segment), or short segments (7x7, 14x14 planes) packed whole, so the dependent
 //   scalar chain (reduction, division, merge) is paid once per chunk rather than once per
@@ -18,12 +19,13 @@
 //   vector is loaded overlapping the previous one with its old lanes masked. Up to 4 units run
 //   at once (adjacent channels: memory order, overlapping scalar tails). The kernel walks its
 //   own chunks rather than calling rows_moments_f32 so that, for data beyond the caches, it
-//   can request chunk j + 1 while pass B re-reads chunk j: a single core otherwise has nothing
-//   in flight during pass B and the reductions, and reads DRAM at about 2/3 of its streaming
-//   rate. NCHW finishes a channel, or 4 short ones, and normalizes it while it is in cache:
-//   x comes from memory once wherever a channel's slice fits in L3.
-// Memory traffic per element: x read once from memory, once more from L1 (pass B); the
-//   prefetches only move that read earlier.
+//   can request chunk j + 1 while it reads chunk j: a single core otherwise has nothing in
+//   flight during the reductions, and reads DRAM below its streaming rate. NCHW finishes a
+//   channel, or 4 short ones, and normalizes it while it is in cache: x comes from memory once
+//   wherever a channel's slice fits in L3.
+// Memory traffic per element: x read once from memory (and once more from L1 in the chunks
+//   that take pass B); the prefetches only move that read earlier. Work per vector: load,
+//   sub, add, fma.
 // Preconditions: count, len >= 1; no alignment.
 // Numerics: as the rows; each lane sums at most kMomentChunk / (4 W) terms in float before the
 //   double merge. Results depend only on the shape and the ISA, never on threads (callers
@@ -86,12 +88,31 @@ struct chunk_walk {
   }
 };
 
+/// Pass B of one unit's chunk, segments [k0, k1) x [off, off + piece): sum (x - center)^2,
+/// re-read from L1, for a chunk that failed the one-read guard.
+template <class V, class TX>
+SIMDNORM_COLD float chunk_pass_b(const TX* x, std::ptrdiff_t stride, std::size_t k0, std::size_t k1,
+                                 std::size_t off, std::size_t piece, bool overlap, float center) {
+  const V vc(center);
+  V b[4] = {V(0.f), V(0.f), V(0.f), V(0.f)};
+  float t = 0.f;
+  for (std::size_t k = k0; k < k1; ++k)
+    walk_segment<V>(
+        x + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vc,
+        [&](std::size_t j, const V& v) {
+          const V d = v - vc;
+          b[j] = fma(d, d, b[j]);
+        },
+        [&](float v) { t += (v - center) * (v - center); });
+  return hadd((b[0] + b[1]) + (b[2] + b[3])) + t;
+}
+
 /// Moments of R units at once; unit r is `count` segments of `len` floats at x[r] + k * stride,
 /// taken in order as one row, in the chunks of chunk_walk (a contiguous unit is one segment).
 /// Each unit goes through exactly the operations of the R = 1 case (bitwise independent of R);
 /// interleaving lets the units' dependent scalar tails overlap, and adjacent units (NCHW
-/// channels c..c+R-1) are read in memory order. While pass B re-reads chunk j from L1, the
-/// lines of chunk j + 1 are requested into L2, one per vector (banner).
+/// channels c..c+R-1) are read in memory order. While the one read walks chunk j, the lines
+/// of chunk j + 1 are requested into L2, one per vector (banner).
 template <class V, std::size_t R, class TX>
 void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t count,
                         std::size_t len, bool tiny_m2, moments_f64* out) {
@@ -99,9 +120,10 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
   if (count > 1 && stride == std::ptrdiff_t(len)) len *= count, count = 1;  // contiguous
   const chunk_walk cw(count, len);
   double mean[R] = {}, m2[R] = {};  // set by the first chunk
-  float p[R];
+  float p[R];                       // the shift: the mean so far
   SIMDNORM_UNROLL
-  for (std::size_t r = 0; r < R; ++r) p[r] = io::load1(x[r]);
+  for (std::size_t r = 0; r < R; ++r)
+    p[r] = leading_mean<V>(x[r], len < kMomentChunk ? len : kMomentChunk);
   double n_done = 0;
   for (std::size_t j = 0; j < cw.chunks; ++j) {
     std::size_t k0, k1, off, piece;
@@ -119,13 +141,15 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
                                    stride, nk1 - nk0, npiece);
     }
 
-    // Pass A: sum of (x - p); a segment's vectors go round-robin to 4 accumulators.
-    V a[R][4];
-    float ts[R];
+    // One read: S1 = sum (x - p), S2 = sum (x - p)^2; a segment's vectors go round-robin to 4
+    // accumulators each.
+    V a[R][4], q[R][4];
+    float ta[R], tq[R];
     SIMDNORM_UNROLL
     for (std::size_t r = 0; r < R; ++r) {
       a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
-      ts[r] = 0.f;
+      q[r][0] = q[r][1] = q[r][2] = q[r][3] = V(0.f);
+      ta[r] = tq[r] = 0.f;
     }
     for (std::size_t k = k0; k < k1; ++k) {
       SIMDNORM_UNROLL
@@ -133,54 +157,46 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
         const V vp(p[r]);
         walk_segment<V>(
             x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vp,
-            [&](std::size_t j, const V& v) { a[r][j] += v - vp; },
-            [&](float v) { ts[r] += v - p[r]; });
-      }
-    }
-    float s[R], center[R];
-    SIMDNORM_UNROLL
-    for (std::size_t r = 0; r < R; ++r) {
-      s[r] = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
-      center[r] = p[r] + float(double(s[r]) / n_chunk);
-    }
-
-    // Pass B: sum of (x - center)^2, from L1; the next chunk is requested meanwhile.
-    SIMDNORM_UNROLL
-    for (std::size_t r = 0; r < R; ++r) {
-      a[r][0] = a[r][1] = a[r][2] = a[r][3] = V(0.f);
-      ts[r] = 0.f;
-    }
-    for (std::size_t k = k0; k < k1; ++k) {
-      SIMDNORM_UNROLL
-      for (std::size_t r = 0; r < R; ++r) {
-        const V vc(center[r]);
-        walk_segment<V>(
-            x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vc,
             [&](std::size_t j, const V& v) {
               pf[r].step(line_elements<TX>());
-              const V d = v - vc;
-              a[r][j] = fma(d, d, a[r][j]);
+              const V d = v - vp;
+              a[r][j] += d;
+              q[r][j] = fma(d, d, q[r][j]);
             },
-            [&](float v) { ts[r] += (v - center[r]) * (v - center[r]); });
+            [&](float v) {
+              const float d = v - p[r];
+              ta[r] += d;
+              tq[r] += d * d;
+            });
       }
     }
     const chan_weights w{n_done, n_chunk};
     SIMDNORM_UNROLL
     for (std::size_t r = 0; r < R; ++r) {
-      const float q = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ts[r];
-      double cm, cm2;
-      if (__builtin_expect(!chunk_sums_kept(s[r], q) || q < len_min, 0)) {
-        const TX* c = x[r] + std::ptrdiff_t(k0) * stride + std::ptrdiff_t(off);
-        chunk_moments_f64(
-            (k1 - k0) * piece,
-            [=](std::size_t e) {
-              return io::load1(c + std::ptrdiff_t(e / piece) * stride + std::ptrdiff_t(e % piece));
-            },
-            cm, cm2);
-      } else {
-        chunk_moments(p[r], s[r], center[r], q, n_chunk, cm, cm2);
+      const float s1 = hadd((a[r][0] + a[r][1]) + (a[r][2] + a[r][3])) + ta[r];
+      const float s2 = hadd((q[r][0] + q[r][1]) + (q[r][2] + q[r][3])) + tq[r];
+      const double mean_rel = double(s1) / n_chunk;  // relative to p
+      double cm = double(p[r]) + mean_rel, cm2;
+      const double shift_part = double(s1) * mean_rel;  // n_chunk * (mean - p)^2
+      if (__builtin_expect(one_read_accepted(shift_part, double(s2)) && !(s2 < len_min), 1)) {
+        cm2 = double(s2) - shift_part;
+      } else {  // pass B around the chunk's float mean; in double where its sums lost their value
+        const float center = p[r] + float(mean_rel);
+        const float qs = chunk_pass_b<V>(x[r], stride, k0, k1, off, piece, overlap, center);
+        if (!chunk_sums_kept(s1, qs) || qs < len_min) {
+          const TX* c = x[r] + std::ptrdiff_t(k0) * stride + std::ptrdiff_t(off);
+          chunk_moments_f64((k1 - k0) * piece,
+                            [=](std::size_t e) {
+                              return io::load1(c + std::ptrdiff_t(e / piece) * stride +
+                                               std::ptrdiff_t(e % piece));
+                            },
+                            cm, cm2);
+        } else {
+          cm2 = m2_around(double(qs), n_chunk, cm - double(center));
+        }
       }
-      merge_moments(n_done == 0.0, w, cm, cm2, mean[r], m2[r]);
+      merge_moments(n_done == 0.0, w, cm, clamp_m2(cm2), mean[r], m2[r]);
+      p[r] = float(mean[r]);  // the next chunk's shift
     }
     n_done += n_chunk;
   }

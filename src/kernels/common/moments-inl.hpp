@@ -129,6 +129,16 @@ SIMDNORM_ALWAYS_INLINE void chunk_moments(float p, float s, float center, float 
   m2 = clamp_m2(m2_around(double(q), len, mean - double(center)));
 }
 
+/// Float mean of the first min(n, V::size) values, as x[0] + mean(x - x[0]) (exact
+/// differences near the mean): the first chunk's shift, of rows and of channel units.
+template <class V, class TX>
+inline float leading_mean(const TX* x, std::size_t n) {
+  constexpr std::size_t W = V::size;
+  const float x0 = io::load1(x);
+  if (n < W) return x0;
+  return x0 + hadd(io::load<V>(x) - V(x0)) * (1.f / float(W));
+}
+
 /// Weights of Chan's merge of a part of nb values into a state of na values.
 struct chan_weights {
   double mean_w, m2_w;  // nb / (na + nb), na * nb / (na + nb)

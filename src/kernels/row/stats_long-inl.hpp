@@ -17,16 +17,6 @@
 //   that take pass B). Work per vector: load, sub (on the FMA unit), add, fma.
 // Preconditions: n >= 1; x readable for n floats; no alignment required.
 
-/// Float mean of the first min(n, V::size) values, as x[0] + mean(x - x[0]) (exact
-/// differences near the mean): the first chunk's shift.
-template <class V, class TX>
-inline float leading_mean(const TX* x, std::size_t n) {
-  constexpr std::size_t W = V::size;
-  const float x0 = io::load1(x);
-  if (n < W) return x0;
-  return x0 + hadd(io::load<V>(x) - V(x0)) * (1.f / float(W));
-}
-
 /// Folds the moments of the piece of `len` values that starts at value `start` of its row into
 /// the row's moments so far (Chan's merge; the first piece is taken as it is).
 SIMDNORM_ALWAYS_INLINE void fold_piece(std::size_t start, std::size_t len, const moments_f64& piece,
