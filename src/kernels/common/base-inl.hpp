@@ -76,6 +76,18 @@ inline bool operator>(scalar_vector a, scalar_vector b) { return a.v > b.v; }
 inline bool all(bool b) { return b; }
 inline bool any(bool b) { return b; }
 inline scalar_vector select(bool c, scalar_vector a, scalar_vector b) { return c ? a : b; }
+/// Lane-wise and / or of comparison results: vector masks combine bitwise, the scalar
+/// vector's bools logically.
+template <class M>
+inline M both(const M& a, const M& b) {
+  return a & b;
+}
+inline bool both(bool a, bool b) { return a && b; }
+template <class M>
+inline M either(const M& a, const M& b) {
+  return a | b;
+}
+inline bool either(bool a, bool b) { return a || b; }
 inline float hadd(scalar_vector a) { return a.v; }
 /// Lane r of the result is the horizontal sum of rows[r] (xsimd::haddp's contract).
 inline scalar_vector haddp(const scalar_vector* rows) { return rows[0]; }

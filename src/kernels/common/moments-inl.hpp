@@ -29,7 +29,7 @@
 /// per lane).
 template <class T>
 SIMDNORM_ALWAYS_INLINE auto one_read_accepted(const T& shift_part, const T& s2) {
-  return (shift_part * T(4.f) <= s2) & (s2 <= T(FLT_MAX));
+  return both(shift_part * T(4.f) <= s2, s2 <= T(FLT_MAX));
 }
 
 /// Scale of the scaled pass over squares that overflowed (RMSNorm, L2): a finite float has
@@ -78,7 +78,7 @@ SIMDNORM_COLD double scaled_sum_squares(const T* x, std::size_t len, float scale
 /// is float or a float vector (per lane).
 template <class T>
 SIMDNORM_ALWAYS_INLINE auto chunk_sums_kept(const T& s1, const T& q) {
-  return (s1 <= T(FLT_MAX)) & (s1 >= T(-FLT_MAX)) & (q <= T(FLT_MAX));
+  return both(both(s1 <= T(FLT_MAX), s1 >= T(-FLT_MAX)), q <= T(FLT_MAX));
 }
 
 /// Mean and M2 of a chunk of len values (value i is at(i)) in double, in two passes: where
@@ -105,7 +105,7 @@ SIMDNORM_COLD void chunk_moments_f64(std::size_t len, At at, double& mean, doubl
 /// len_min = len * FLT_MIN per lane).
 template <class T>
 SIMDNORM_ALWAYS_INLINE auto squares_lost(const T& q, const T& len_min) {
-  return (q > T(FLT_MAX)) | (q < len_min);
+  return either(q > T(FLT_MAX), q < len_min);
 }
 
 /// M2 of len values from their sum of squares sq around c, off = mean - c (pass B); may round

@@ -50,7 +50,7 @@ struct layer_norm_stats {
     // there), and whose rstd is computed in double.
     const float len_min = keeps_tiny_m2(cfg.eps) ? float(cfg.cols) * FLT_MIN : 0.f;
     const V lost = select(var_eps > V(FLT_MAX), V(INFINITY), m2);
-    if (!all((lost <= V(FLT_MAX)) & (lost >= V(len_min))))
+    if (!all(both(lost <= V(FLT_MAX), lost >= V(len_min))))
       long_rows_where<layer_norm_stats>(
           cfg, xs, k, lost, [len_min](float v) { return !(v <= FLT_MAX && v >= len_min); });
   }
