@@ -1,9 +1,9 @@
 // simdnorm_memory_bench: what one core's memory system gives a kernel that reads x and writes y
 // beyond the caches, depending on how the reads and the writes are ordered. It is the
 // measurement behind the ceiling of BatchNorm training over NCHW beyond cache
-// (docs/performance.md, "Reads and writes in separate phases"): that plan reads a channel for
-// its statistics, then normalizes it from the last-level cache, so its DRAM reads and its
-// non-temporal writes come in separate phases, as in `phases` here.
+// (docs/performance.md, "The two passes in one walk, and what the memory allows"): that plan
+// reads a channel for its statistics, then normalizes it from the last-level cache, so its
+// DRAM reads and its non-temporal writes come in separate phases, as in `phases` here.
 //
 //   simdnorm_memory_bench [--benchmark_repetitions=7] [Google Benchmark flags]
 //
@@ -12,7 +12,7 @@
 // with `copy` of the same run. The probes:
 //   read                 sum of x (four accumulators)
 //   write                y = constant
-//   copy                 y = x * 1 in one loop (the bandwidth benchmark's reference)
+//   copy                 y = x * 1, one read and one write in one loop
 //   phases/slice:S       slices of S floats: read a slice of x, then write a slice of y
 //   one_loop/lag:L       one loop that reads x[i] and writes y[i - L] = x[i - L] * c, the
 //                        second read hitting the cache (L floats behind): the fused statistics
