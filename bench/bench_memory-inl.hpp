@@ -1,5 +1,13 @@
 // The probes of bench_memory.cpp, included once per vector width inside a namespace that
-// defines W (floats per vector), vec, zero, set1, load, add, mul and stream.
+// defines vec (a vector of floats) and stream (its streaming store).
+
+constexpr std::size_t W = sizeof(vec) / sizeof(float);
+inline vec zero() { return vec{}; }
+inline vec set1(float v) { return vec{} + v; }
+inline vec load(const float* p) { return *reinterpret_cast<const vec*>(p); }  // aligned
+inline vec add(vec a, vec b) { return a + b; }
+inline vec mul(vec a, vec b) { return a * b; }
+inline float first(vec v) { return v[0]; }
 
 float read(const float* x, std::size_t n) {
   vec s0 = zero(), s1 = s0, s2 = s0, s3 = s0;

@@ -51,16 +51,11 @@ buffers& data() {
   return b;
 }
 
+// A width is its vector type (GCC's vector extension: +, *, [] and a scalar operand broadcast)
+// and its streaming store.
 namespace sse2 {
-constexpr std::size_t W = 4;
 using vec = __m128;
-inline vec zero() { return _mm_setzero_ps(); }
-inline vec set1(float v) { return _mm_set1_ps(v); }
-inline vec load(const float* p) { return _mm_load_ps(p); }
-inline vec add(vec a, vec b) { return _mm_add_ps(a, b); }
-inline vec mul(vec a, vec b) { return _mm_mul_ps(a, b); }
 inline void stream(float* p, vec v) { _mm_stream_ps(p, v); }
-inline float first(vec v) { return _mm_cvtss_f32(v); }
 #include "bench_memory-inl.hpp"
 }  // namespace sse2
 
@@ -71,15 +66,8 @@ inline float first(vec v) { return _mm_cvtss_f32(v); }
 #pragma GCC target("avx512f")
 #endif
 namespace avx512 {
-constexpr std::size_t W = 16;
 using vec = __m512;
-inline vec zero() { return _mm512_setzero_ps(); }
-inline vec set1(float v) { return _mm512_set1_ps(v); }
-inline vec load(const float* p) { return _mm512_load_ps(p); }
-inline vec add(vec a, vec b) { return _mm512_add_ps(a, b); }
-inline vec mul(vec a, vec b) { return _mm512_mul_ps(a, b); }
 inline void stream(float* p, vec v) { _mm512_stream_ps(p, v); }
-inline float first(vec v) { return _mm512_cvtss_f32(v); }
 #include "bench_memory-inl.hpp"
 }  // namespace avx512
 #if defined(__clang__)
