@@ -18,9 +18,11 @@ struct shape {
   std::int64_t N, C, H, W;
 };
 
-const shape kBatchNormShapes[] = {{1, 64, 112, 112}, {8, 64, 56, 56},   {32, 256, 14, 14},
-                                  {32, 512, 7, 7},   {256, 2048, 1, 1}, {1, 256, 14, 14},
-                                  {1, 2048, 7, 7},   {64, 64, 128, 128}};
+// CNN shapes, plus two channel counts just off a power of two (496, 2032): beside 32x512x7x7
+// and 256x2048x1x1 they price a power-of-two row stride in NHWC (docs/performance.md).
+const shape kBatchNormShapes[] = {
+    {1, 64, 112, 112}, {8, 64, 56, 56}, {32, 256, 14, 14},  {32, 512, 7, 7}, {256, 2048, 1, 1},
+    {1, 256, 14, 14},  {1, 2048, 7, 7}, {64, 64, 128, 128}, {32, 496, 7, 7}, {256, 2032, 1, 1}};
 const shape kGroupNormShapes[] = {{1, 320, 64, 64}, {1, 640, 32, 32}};
 
 enum class op { bn_inference, bn_training, group_norm };

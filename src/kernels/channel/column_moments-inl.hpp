@@ -2,12 +2,14 @@
 // (NHWC, [N, C]) for the channel ops.
 //
 // Formula: common/moments-inl.hpp in two passes per chunk, as segment_moments: pass A sums
-//   (x - p) with p the channel's first value, pass B sums (x - center)^2 from L1; a lane
-//   whose float sums overflow, or (with tiny_m2) whose squares underflow, is computed again
-//   in double.
+//   (x - p) with p the channel's first value, pass B sums (x - center)^2 from L1 (the tile,
+//   below); a lane whose float sums overflow, or (with tiny_m2) whose squares underflow, is
+//   computed again in double.
 // Layout: SIMD lanes are channels, accumulated vertically (no horizontal reduction); a block
-//   of up to 4 vectors of channels is walked down kColumnChunkRows rows per chunk (the chunk
-//   stays in L1 for pass B) and the chunks of each channel are merged per lane, in double, in
+//   of up to 4 vectors of channels is walked down kColumnChunkRows rows per chunk. Pass A
+//   keeps what it reads in a contiguous tile that pass B reads: in x, a row stride of a power
+//   of two (C = 512, 2048) puts every row's lines of the block in the same few L1 sets, which
+//   cannot hold a chunk. The chunks of each channel are merged per lane, in double, in
 //   a loop over a fixed block of lanes that the compiler vectorizes (the scalar merge, ~20
 //   double operations per lane per chunk, was this pass's bottleneck). A last partial vector
 //   of channels overlaps the previous one (its lanes compute the same channels' values again,
@@ -57,6 +59,9 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
   // count, so the compiler vectorizes it) and ignores them.
   alignas(64) float p[B] = {}, s[B] = {}, center[B] = {}, q[B] = {};
   alignas(64) double mean[B], m2[B];
+  // The chunk as pass A read it (as float), for pass B: 16 KiB on AVX-512, contiguous, so
+  // that L1 holds it whatever the row stride.
+  alignas(64) float tile[kColumnChunkRows * NV * W];
   V vp[NV];
   SIMDNORM_UNROLL
   for (std::size_t j = 0; j < NV; ++j) {
@@ -68,6 +73,7 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     const TX* base = x + std::ptrdiff_t(r0) * row_stride;
     const std::size_t n = r1 - r0;
     // Pass A: per-lane sums of (x - p); two accumulators per vector (even and odd rows).
+    // Each vector read is also kept in the tile for pass B.
     V a[NV][2];
     SIMDNORM_UNROLL
     for (std::size_t j = 0; j < NV; ++j) a[j][0] = a[j][1] = V(0.f);
@@ -75,16 +81,23 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     for (; r + 2 <= n; r += 2) {
       const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
       const TX* x1 = x0 + row_stride;
+      float* t0 = tile + r * NV * W;
       SIMDNORM_UNROLL
       for (std::size_t j = 0; j < NV; ++j) {
-        a[j][0] += io::load<V>(x0 + off[j]) - vp[j];
-        a[j][1] += io::load<V>(x1 + off[j]) - vp[j];
+        const V v0 = io::load<V>(x0 + off[j]), v1 = io::load<V>(x1 + off[j]);
+        v0.store_unaligned(t0 + j * W);
+        v1.store_unaligned(t0 + (NV + j) * W);
+        a[j][0] += v0 - vp[j];
+        a[j][1] += v1 - vp[j];
       }
     }
     if (r < n) {
       SIMDNORM_UNROLL
-      for (std::size_t j = 0; j < NV; ++j)
-        a[j][0] += io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vp[j];
+      for (std::size_t j = 0; j < NV; ++j) {
+        const V v = io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]);
+        v.store_unaligned(tile + (r * NV + j) * W);
+        a[j][0] += v - vp[j];
+      }
     }
     const V inv_n(float(1.0 / double(n)));
     V vc[NV];
@@ -108,13 +121,13 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     SIMDNORM_UNROLL
     for (std::size_t j = 0; j < NV; ++j) a[j][0] = a[j][1] = V(0.f);
     for (r = 0; r + 2 <= n; r += 2) {
-      const TX* x0 = base + std::ptrdiff_t(r) * row_stride;
-      const TX* x1 = x0 + row_stride;
+      const float* t0 = tile + r * NV * W;
       SIMDNORM_UNROLL
       for (std::size_t j = 0; j < NV; ++j) {
         prefetch_next();
         prefetch_next();
-        const V d0 = io::load<V>(x0 + off[j]) - vc[j], d1 = io::load<V>(x1 + off[j]) - vc[j];
+        const V d0 = V::load_unaligned(t0 + j * W) - vc[j];
+        const V d1 = V::load_unaligned(t0 + (NV + j) * W) - vc[j];
         a[j][0] = fma(d0, d0, a[j][0]);
         a[j][1] = fma(d1, d1, a[j][1]);
       }
@@ -122,7 +135,7 @@ void column_block(const TX* x, std::ptrdiff_t row_stride, std::size_t rows,
     if (r < n) {
       SIMDNORM_UNROLL
       for (std::size_t j = 0; j < NV; ++j) {
-        const V d = io::load<V>(base + std::ptrdiff_t(r) * row_stride + off[j]) - vc[j];
+        const V d = V::load_unaligned(tile + (r * NV + j) * W) - vc[j];
         a[j][0] = fma(d, d, a[j][0]);
       }
     }
