@@ -14,10 +14,10 @@
 
 namespace simdnorm::detail::channel {
 
-/// A unit's statistics: mean and 1 / standard deviation (eps included), and sqrt(M2), which
-/// bounds |x - mean| for every x of the unit.
+/// A unit's statistics: mean and 1 / standard deviation (eps included), and M2, whose square
+/// root bounds |x - mean| for every x of the unit.
 struct unit_stats {
-  double mean = 0, rstd = 0, max_deviation = 0;
+  double mean = 0, rstd = 0, m2 = 0;
 };
 
 /// Chan's weights of merging nb values into na values: w1 = nb / n and w2 = na nb / n, with
@@ -55,7 +55,7 @@ inline unit_stats unit_stats_of(const moments_f64& m, std::size_t n, float eps,
   const double var = m.m2 / double(n);
   unit_stats s;
   s.mean = m.mean;
-  s.max_deviation = std::sqrt(m.m2);
+  s.m2 = m.m2;
   s.rstd =
       eps_outside_sqrt ? 1.0 / (std::sqrt(var) + double(eps)) : 1.0 / std::sqrt(var + double(eps));
   return s;
@@ -68,6 +68,10 @@ struct output_quant {
   double zero_point = 0.0;
 };
 
+/// A unit whose M2 exceeds this may hold deviations |x - mean| beyond FLT_MAX / 2 (sqrt(M2)
+/// bounds them): the square, exact in double, so that no square root is taken per unit.
+inline constexpr double kHugeM2 = 0.25 * double(FLT_MAX) * double(FLT_MAX);
+
 /// center, scale, shift of one plane or channel, with gamma[i] and beta[i] (either may be
 /// null): y = (x - center) * scale + shift. The shift absorbs the rounding of the center. In a
 /// unit whose deviations may exceed FLT_MAX / 2 (values of both signs near FLT_MAX), x - center
@@ -77,7 +81,7 @@ struct output_quant {
 inline void fold_unit(const unit_stats& s, const float* gamma, const float* beta, std::int64_t i,
                       const output_quant* q, float* c, float* sc, float* sh) {
   double scale = s.rstd * (gamma ? double(gamma[i]) : 1.0);
-  const float center = s.max_deviation > 0.5 * double(FLT_MAX) ? 0.f : float(s.mean);
+  const float center = s.m2 > kHugeM2 ? 0.f : float(s.mean);
   double shift = (beta ? double(beta[i]) : 0.0) - (s.mean - double(center)) * scale;
   if (q) {
     scale *= q->inv;
