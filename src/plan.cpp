@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "plan_impl.hpp"
+#include "tuning.hpp"
 
 namespace simdnorm {
 
@@ -118,7 +119,8 @@ std::size_t sysfs_cache_bytes(int level) noexcept {
 }
 
 // sysfs first: glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is not the size of one L3 on every CPU
-// (on an AMD EPYC 9004 guest with one 32 MiB L3 it reports 320 MiB).
+// (on AMD EPYC guests it reports the package's: 320 MiB on Zen 4, 508 MiB on Zen 5, where a
+// core reaches one 32 MiB L3), so an AMD L3 beyond any CCX's is taken as one CCX's.
 std::size_t cache_bytes(int level) noexcept {
   const std::size_t b = sysfs_cache_bytes(level);
   if (b > 0) return b;
@@ -126,7 +128,12 @@ std::size_t cache_bytes(int level) noexcept {
 #if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
   v = sysconf(level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
 #endif
-  return v > 0 ? std::size_t(v) : 0;
+  std::size_t bytes = v > 0 ? std::size_t(v) : 0;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (level == 3 && bytes > kAmdLargestL3 && __builtin_cpu_is("amd")) bytes = kAmdCcxL3;
+#endif
+  return bytes;
 }
 
 }  // namespace

@@ -175,6 +175,16 @@ inline constexpr std::size_t kRowsTogetherMinCols = 1024;
 /// docs/performance.md, channel kernels).
 inline constexpr std::size_t kStreamPrefetch = 1024;
 
+/// AMD's L3 belongs to one CCX (32 MiB on Zen 2 to Zen 5; 96 MiB with 3D V-Cache), and a core
+/// reaches only its own. A guest with no sysfs cache entries may report, through CPUID
+/// 0x80000006, the L3 of the whole package instead (508 MiB on a 2-core Zen 5 guest): a figure
+/// above kAmdLargestL3 is taken for that and replaced by kAmdCcxL3, so that the store policy
+/// streams beyond one CCX's cache. Measured on: that guest, LayerNorm f32 D = 768, 1 thread,
+/// x of 32-128 MiB: 0.45-0.47 of copy with the regular stores the 508 MiB figure chose, 0.69-0.85
+/// streaming (docs/design.md, "Store policy").
+inline constexpr std::size_t kAmdLargestL3 = std::size_t(96) << 20;
+inline constexpr std::size_t kAmdCcxL3 = std::size_t(32) << 20;
+
 /// Pieces of a segment start at multiples of this many floats (one 64-byte cache line), so
 /// that no line is shared by two tasks' pieces. Not measured: the line size.
 inline constexpr std::size_t kLineFloats = 64 / sizeof(float);
