@@ -229,6 +229,41 @@ using column_moments_fn = void (*)(const void* x, std::ptrdiff_t row_stride, std
                                    std::size_t cols, bool tiny_m2, moments_f64* out);
 using plane_affine_fn = void (*)(const plane_affine_job& job);
 using row_affine_fn = void (*)(const row_affine_job& job);
+/// A unit whose M2 exceeds this may hold deviations |x - mean| beyond FLT_MAX / 2 (sqrt(M2)
+/// bounds them): its normalize pass takes no center, so that x - center cannot overflow
+/// (fold_unit in channel/unit_math.hpp). The square, exact in double, so that no square root
+/// is taken per unit.
+inline constexpr double kHugeM2 = 0.25 * double(FLT_MAX) * double(FLT_MAX);
+
+/// The per-unit work of the channel ops between the statistics and the normalize pass, for
+/// `units` units of one channel each, unit u from mean[u] and m2[u] over count[u] values
+/// (kernels/channel/fold_units-inl.hpp): its rstd, the saved mean and rstd, the running
+/// statistics and the normalize pass's center, scale and shift, each output at [u]. Every
+/// output but rstd may be null (gamma and beta too). The bits of unit_stats_of,
+/// update_running and fold_unit (without quantization) of channel/unit_math.hpp, on every ISA.
+struct unit_fold_job {
+  std::size_t units = 0;
+  const double* mean = nullptr;
+  const double* m2 = nullptr;
+  const double* count = nullptr;
+  float eps = 0.f;
+  bool eps_outside_sqrt = false;  ///< MeanVarianceNormalization: 1 / (sqrt(var) + eps)
+  double* rstd = nullptr;
+  float* mean_out = nullptr;
+  float* rstd_out = nullptr;
+  /// running = w_old * running + w_new * batch statistic; the variance unbiased
+  /// (M2 / (n - 1)) or not.
+  float* running_mean = nullptr;
+  float* running_var = nullptr;
+  double running_w_old = 0.0, running_w_new = 0.0;
+  bool running_unbiased = false;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float* center = nullptr;
+  float* scale = nullptr;
+  float* shift = nullptr;
+};
+using fold_units_fn = void (*)(const unit_fold_job& job);
 
 /// One ISA's kernels. Every member is set for every ISA.
 struct kernel_table {
@@ -243,6 +278,7 @@ struct kernel_table {
   std::array<column_moments_fn, kDtypes> column_moments;    // [x dtype]
   dtype_pairs<plane_affine_fn> plane_affine;                // [x dtype][y dtype]
   dtype_pairs<row_affine_fn> row_affine;                    // [x dtype][y dtype]
+  fold_units_fn fold_units;
 };
 
 // Each ISA's table, defined by src/isa/<name>.cpp when CMake compiles that ISA.

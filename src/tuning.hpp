@@ -98,6 +98,13 @@ inline constexpr std::size_t kColumnFinishMoments = kSmallSchedules ? 64 : 4096;
 /// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
 inline constexpr std::size_t kMergeSideBySide = 32;
 
+/// Units the fold of the columns path (kernels/channel/fold_units-inl.hpp) computes as one
+/// block of double vectors. Trades overlap of the units' division and square-root chains
+/// against stack (five arrays of this many doubles).
+/// Measured on: 2-core cloud guest (Zen 5), NHWC BatchNorm's stats_stage::apply at [8, 2048]
+/// (docs/performance.md, "What the columns path spends").
+inline constexpr std::size_t kFoldBlock = 32;
+
 // ---- kernel tiles: how many rows, units or columns a kernel takes at once -------------------
 // The kernels (src/kernels, included by every ISA unit) and the plans both read these: a plan
 // sizes its tasks in whole tiles, so that no task ends in a partial tile.

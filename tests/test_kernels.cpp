@@ -5,9 +5,12 @@
 // (src/isa_table.hpp) so that a kernel change fails here, named, before it fails in an op.
 // Needs the library's internals: built only against the static library (tests/CMakeLists.txt).
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "../src/channel/unit_math.hpp"
 #include "../src/isa_table.hpp"
 #include "../src/tuning.hpp"
 #include "reference.hpp"
@@ -257,6 +260,95 @@ TEST_CASE("kernels: row_affine and column_moments over channel rows (every ISA)"
             [&] { return "m2 of column " + std::to_string(i); });
       }
       CHECK_MESSAGE(bad_moments.none(), bad_moments.report());
+    }
+  });
+}
+
+TEST_CASE("kernels: fold_units gives the scalar fold's bits (every ISA)") {
+  namespace ch = sd::channel;
+  test::for_each_isa([](simdnorm::isa active) {
+    const sd::kernel_table& t = active_table();
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    // Block sizes around the kernel's block, tails included; odd cases: M2 = 0, M2 above
+    // kHugeM2 (the center falls to 0), a count of 1 (the unbiased variance is Inf or NaN).
+    for (std::size_t units : {1, 2, 7, 15, 16, 17, 31, 32, 33, 64, 70}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        CAPTURE(units);
+        CAPTURE(variant);
+        const bool mvn = variant == 3, affine = variant % 2 == 0, running = variant < 2;
+        const float eps = variant == 1 ? 0.f : 1e-5f;
+        std::vector<double> mean(units), m2(units), count(units);
+        std::vector<float> gamma(units), beta(units), rm0(units), rv0(units);
+        for (std::size_t u = 0; u < units; ++u) {
+          mean[u] = (unit(rng) - 0.5) * std::pow(10.0, 8 * unit(rng) - 4);
+          count[u] = std::floor(1 + 300 * unit(rng));
+          m2[u] = u % 11 == 3   ? 0.0
+                  : u % 13 == 5 ? 0.3 * double(FLT_MAX) * double(FLT_MAX) * count[u]
+                                : count[u] * std::pow(10.0, 10 * unit(rng) - 5);
+          if (u % 17 == 9) count[u] = 1;
+          gamma[u] = float(unit(rng) * 2 - 0.5);
+          beta[u] = float(unit(rng) - 0.5);
+          rm0[u] = float(unit(rng));
+          rv0[u] = float(unit(rng) + 0.5);
+        }
+        // Every output one element longer than the units, its last element a canary.
+        std::vector<double> rstd(units + 1, kCanary);
+        std::vector<float> mean_out(units + 1, kCanary), rstd_out(units + 1, kCanary),
+            center(units + 1, kCanary), scale(units + 1, kCanary), shift(units + 1, kCanary),
+            rm(rm0), rv(rv0);
+        rm.push_back(kCanary), rv.push_back(kCanary);
+        sd::unit_fold_job j;
+        j.units = units;
+        j.mean = mean.data();
+        j.m2 = m2.data();
+        j.count = count.data();
+        j.eps = eps;
+        j.eps_outside_sqrt = mvn;
+        j.rstd = rstd.data();
+        j.mean_out = mean_out.data();
+        j.rstd_out = rstd_out.data();
+        const ch::running_weights w{0.9, 0.1, variant == 0};
+        if (running) {
+          j.running_mean = rm.data();
+          j.running_var = rv.data();
+          j.running_w_old = w.w_old;
+          j.running_w_new = w.w_new;
+          j.running_unbiased = w.unbiased;
+        }
+        if (affine) {
+          j.gamma = gamma.data();
+          j.beta = beta.data();
+        }
+        j.center = center.data();
+        j.scale = scale.data();
+        j.shift = shift.data();
+        t.fold_units(j);
+
+        test::failures bad;
+        auto same = [](double a, double b) {
+          return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b));
+        };
+        for (std::size_t u = 0; u < units; ++u) {
+          const ch::unit_stats s =
+              ch::unit_stats_of({mean[u], m2[u]}, std::size_t(count[u]), eps, mvn);
+          float c, sc, sh, want_rm = rm0[u], want_rv = rv0[u];
+          ch::fold_unit(s, affine ? gamma.data() : nullptr, affine ? beta.data() : nullptr,
+                        std::int64_t(u), nullptr, &c, &sc, &sh);
+          if (running)
+            ch::update_running(w, std::size_t(count[u]), {mean[u], m2[u]}, s.mean, &want_rm,
+                               &want_rv);
+          const auto at = [u] { return "unit " + std::to_string(u); };
+          bad.expect(same(rstd[u], s.rstd), at);
+          bad.expect(same(mean_out[u], float(s.mean)) && same(rstd_out[u], float(s.rstd)), at);
+          bad.expect(same(center[u], c) && same(scale[u], sc) && same(shift[u], sh), at);
+          bad.expect(same(rm[u], want_rm) && same(rv[u], want_rv), at);
+        }
+        CHECK_MESSAGE(bad.none(), bad.report());
+        CHECK(rstd[units] == kCanary);
+        for (const auto* v : {&mean_out, &rstd_out, &center, &scale, &shift, &rm, &rv})
+          CHECK((*v)[units] == kCanary);
+      }
     }
   });
 }

@@ -57,6 +57,7 @@ struct channel_kernels {
   column_moments_fn column_moments = nullptr;
   plane_affine_fn plane_affine = nullptr;
   row_affine_fn row_affine = nullptr;
+  fold_units_fn fold_units = nullptr;
 };
 
 struct channel_norm_plan final : plan_impl {
@@ -148,13 +149,22 @@ struct channel_norm_plan final : plan_impl {
     if (a.mean) a.mean[q] = float(s.mean);
     if (a.rstd) a.rstd[q] = float(s.rstd);
     if (op != ch_op::bn_training || a.running_mean == nullptr) return;
-    update_running(running, a.num_batches_tracked, count, m, s.mean, a.running_mean + q,
-                   a.running_var + q);
+    update_running(running_weights_of(running, a.num_batches_tracked), count, m, s.mean,
+                   a.running_mean + q, a.running_var + q);
   }
   void unit_outputs(const call_args& a, std::size_t q, const moments_f64& m,
                     const unit_stats& s) const {
     unit_outputs(a, q, m, s, unit_elements);
   }
+
+  // ---- columns (phases_columns.cpp) ----------------------------------------------------------
+
+  /// The finish of `units` units from q (batch item b, first channel c, moments mean[u] and
+  /// m2[u] over count[u] values) in the ISA's vectors (fold_units): the unit outputs, and the
+  /// center, scale and shift of each channel into prm ([3][C] of item b). Units of several
+  /// channels or a quantized y fold per channel afterwards (fold_unit).
+  void fold_columns(const call_args& a, std::size_t q, std::size_t c, std::size_t units,
+                    const double* mean, const double* m2, const double* count, float* prm) const;
 
   // ---- planes (phases_planes.cpp) -----------------------------------------------------------
 

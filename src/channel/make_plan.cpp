@@ -102,7 +102,7 @@ status make_channel_plan(const tensor_desc& x, const tensor_desc& y,
   const kernel_table& kt = *p->kernels;
   const std::size_t xt = std::size_t(x.type), yt = std::size_t(y.type);
   p->ck = {kt.segment_moments[xt], kt.column_moments[xt], kt.plane_affine[xt][yt],
-           kt.row_affine[xt][yt]};
+           kt.row_affine[xt][yt], kt.fold_units};
   if (p->ck.plane_affine == nullptr)
     return status::error(status_code::unsupported_dtype,
                          "%s: x %s, y %s: this build has f32 channel kernels only "

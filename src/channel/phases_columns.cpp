@@ -66,7 +66,7 @@ void channel_norm_plan::run_col_finish(const call_args& a, std::size_t begin,
     float* prm = col_params(*this, a) + b * 3 * C;
     for (std::size_t u0 = c0; u0 < c1; u0 += kSide * G) {
       const std::size_t nu = std::min(kSide, (c1 - u0) / G);
-      double mean[kSide], m2[kSide];
+      double mean[kSide], m2[kSide], count[kSide];
       // A unit is G adjacent channels: channels in order, each channel's splits in order.
       // Step w takes in the rows [r0, r1) of channel j after j * R + r0 values (computed here,
       // not tabled at plan time: a table would grow with the group, up to 2^40 entries).
@@ -84,15 +84,13 @@ void channel_norm_plan::run_col_finish(const call_args& a, std::size_t begin,
             chan_merge(mean[u], m2[u], p, cw);
           }
         }
-      for (std::size_t u = 0; u < nu; ++u) {
-        const moments_f64 m{mean[u], m2[u]};
-        const std::size_t c = u0 + u * G;
-        if (record_moments(a, b * (C / G) + c / G, m)) continue;
-        const unit_stats s = finish(m);
-        unit_outputs(a, b * (C / G) + c / G, m, s);
-        for (std::size_t k = c; k < c + G; ++k)
-          fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
+      const std::size_t q0 = b * (C / G) + u0 / G;
+      if (stage == stats_stage::moments) {
+        for (std::size_t u = 0; u < nu; ++u) record_moments(a, q0 + u, {mean[u], m2[u]});
+        continue;
       }
+      std::fill(count, count + nu, double(unit_elements));
+      fold_columns(a, q0, u0, nu, mean, m2, count, prm);
     }
   }
 }
@@ -101,19 +99,63 @@ void channel_norm_plan::run_col_finish(const call_args& a, std::size_t begin,
 /// merged records, as run_col_finish folds its own moments.
 void channel_norm_plan::run_apply_fold(const call_args& a, std::size_t begin,
                                        std::size_t end) const {
+  constexpr std::size_t kSide = kMergeSideBySide;
   const std::size_t C = std::size_t(g.C), G = std::size_t(g.group), nb = chan_blocks();
   for (std::size_t t = begin; t < end; ++t) {
     const std::size_t b = t / nb, c0 = (t % nb) * chan_block, c1 = std::min(C, c0 + chan_block);
     float* prm = col_params(*this, a) + b * 3 * C;
-    for (std::size_t c = c0; c < c1; c += G) {
-      const std::size_t q = b * (C / G) + c / G;
-      std::size_t count;
-      const moments_f64 m = given_moments(a, q, &count);
-      const unit_stats s = finish(m, count);
-      unit_outputs(a, q, m, s, count);
-      for (std::size_t k = c; k < c + G; ++k)
-        fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
+    for (std::size_t u0 = c0; u0 < c1; u0 += kSide * G) {
+      const std::size_t nu = std::min(kSide, (c1 - u0) / G);
+      const std::size_t q0 = b * (C / G) + u0 / G;
+      double mean[kSide], m2[kSide], count[kSide];
+      for (std::size_t u = 0; u < nu; ++u) {
+        std::size_t n;
+        const moments_f64 m = given_moments(a, q0 + u, &n);
+        mean[u] = m.mean, m2[u] = m.m2, count[u] = double(n);
+      }
+      fold_columns(a, q0, u0, nu, mean, m2, count, prm);
     }
+  }
+}
+
+void channel_norm_plan::fold_columns(const call_args& a, std::size_t q, std::size_t c,
+                                     std::size_t units, const double* mean, const double* m2,
+                                     const double* count, float* prm) const {
+  const std::size_t C = std::size_t(g.C), G = std::size_t(g.group);
+  double rstd[kMergeSideBySide];
+  unit_fold_job j;
+  j.units = units;
+  j.mean = mean;
+  j.m2 = m2;
+  j.count = count;
+  j.eps = eps;
+  j.eps_outside_sqrt = op == ch_op::mean_variance_norm;
+  j.rstd = rstd;
+  j.mean_out = a.mean ? a.mean + q : nullptr;
+  j.rstd_out = a.rstd ? a.rstd + q : nullptr;
+  if (op == ch_op::bn_training && a.running_mean) {
+    const running_weights w = running_weights_of(running, a.num_batches_tracked);
+    j.running_mean = a.running_mean + q;
+    j.running_var = a.running_var + q;
+    j.running_w_old = w.w_old;
+    j.running_w_new = w.w_new;
+    j.running_unbiased = w.unbiased;
+  }
+  // One channel per unit with its own gamma and beta (affine_index(k) = k), float y.
+  const bool channels_fold = G == 1 && quant.empty() && g.C <= kept_channels;
+  if (channels_fold) {
+    j.gamma = a.gamma ? a.gamma + c : nullptr;
+    j.beta = a.beta ? a.beta + c : nullptr;
+    j.center = prm + c;
+    j.scale = prm + C + c;
+    j.shift = prm + 2 * C + c;
+  }
+  ck.fold_units(j);
+  if (channels_fold) return;
+  for (std::size_t u = 0; u < units; ++u) {
+    const unit_stats s{mean[u], rstd[u], m2[u]};
+    for (std::size_t k = c + u * G; k < c + (u + 1) * G; ++k)
+      fold(s, std::int64_t(k), a, prm + k, prm + C + k, prm + 2 * C + k);
   }
 }
 

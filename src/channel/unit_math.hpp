@@ -68,10 +68,6 @@ struct output_quant {
   double zero_point = 0.0;
 };
 
-/// A unit whose M2 exceeds this may hold deviations |x - mean| beyond FLT_MAX / 2 (sqrt(M2)
-/// bounds them): the square, exact in double, so that no square root is taken per unit.
-inline constexpr double kHugeM2 = 0.25 * double(FLT_MAX) * double(FLT_MAX);
-
 /// center, scale, shift of one plane or channel, with gamma[i] and beta[i] (either may be
 /// null): y = (x - center) * scale + shift. The shift absorbs the rounding of the center. In a
 /// unit whose deviations may exceed FLT_MAX / 2 (values of both signs near FLT_MAX), x - center
@@ -99,22 +95,34 @@ struct running_rule {
   bool cumulative = false;
 };
 
-/// Updates one channel's running statistics with its batch moments m over n values;
-/// `num_batches_tracked` is read with the cumulative rule only.
-inline void update_running(const running_rule& r, const std::int64_t* num_batches_tracked,
-                           std::size_t n_values, const moments_f64& m, double mean,
-                           float* running_mean, float* running_var) {
+/// The weights of a running-statistics update, running = w_old * running + w_new * batch
+/// statistic, and whether the variance is unbiased; `num_batches_tracked` is read with the
+/// cumulative rule only.
+struct running_weights {
+  double w_old = 0.0, w_new = 0.0;
+  bool unbiased = false;
+};
+
+inline running_weights running_weights_of(const running_rule& r,
+                                          const std::int64_t* num_batches_tracked) {
   const bool pytorch = r.convention == momentum_convention::pytorch;
-  const double n = double(n_values);
-  double w_new;
+  running_weights w;
   if (r.cumulative)
-    w_new = 1.0 / (double(*num_batches_tracked) + 1.0);
+    w.w_new = 1.0 / (double(*num_batches_tracked) + 1.0);
   else
-    w_new = pytorch ? r.momentum : 1.0 - r.momentum;
-  const double w_old = r.cumulative ? 1.0 - w_new : pytorch ? 1.0 - r.momentum : r.momentum;
-  const double var = pytorch ? m.m2 / (n - 1.0) : m.m2 / n;
-  *running_mean = float(w_old * double(*running_mean) + w_new * mean);
-  *running_var = float(w_old * double(*running_var) + w_new * var);
+    w.w_new = pytorch ? r.momentum : 1.0 - r.momentum;
+  w.w_old = r.cumulative ? 1.0 - w.w_new : pytorch ? 1.0 - r.momentum : r.momentum;
+  w.unbiased = pytorch;
+  return w;
+}
+
+/// Updates one channel's running statistics with its batch moments m over n values.
+inline void update_running(const running_weights& w, std::size_t n_values, const moments_f64& m,
+                           double mean, float* running_mean, float* running_var) {
+  const double n = double(n_values);
+  const double var = w.unbiased ? m.m2 / (n - 1.0) : m.m2 / n;
+  *running_mean = float(w.w_old * double(*running_mean) + w.w_new * mean);
+  *running_var = float(w.w_old * double(*running_var) + w.w_new * var);
 }
 
 /// BatchNorm inference of channel c folded in double from bp's gamma, beta (either may be
