@@ -205,6 +205,30 @@ TEST_CASE("batch_norm training: every channel count, plane size and batch matche
   test::for_each_isa([](isa i) { sweep(i, true); });
 }
 
+// Hundreds of NHWC channels: the vector fold's blocks of units (kFoldBlock) with a short last
+// block, many row splits, rows of odd length.
+TEST_CASE("batch_norm training: hundreds of NHWC channels match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 3000;
+    std::size_t v = 0;
+    for (const shape4& sh : {shape4{4, 520, 8, 8}, shape4{3, 1030, 10, 10}}) {
+      if (test::quick() && sh.numel() > 200000) continue;  // emulated: the smaller one
+      for (int variant = 0; variant < 4; ++variant, ++v) {
+        bn_case c;
+        c.shape = sh;
+        c.nhwc = true;
+        c.training = true;
+        c.gamma = variant != 1;
+        c.beta = variant != 2;
+        c.relu = variant == 3;
+        c.in_place = variant == 2;
+        c.mis = v % 7;
+        check_case(i, c, seed++);
+      }
+    }
+  });
+}
+
 // Fewer than 16 channels with enough data: each channel is cut into parts (over N, or pieces
 // of a plane), partial moments merged in a second phase; 17 MiB channels go in waves.
 TEST_CASE("batch_norm: few large channels (split into parts, in waves) match float64") {

@@ -164,6 +164,24 @@ TEST_CASE("instance_norm: every channel count, plane size and batch matches floa
   });
 }
 
+// Hundreds of NHWC channels: units of 1, 2 and 10 channels through the columns path's fold
+// (the vector fold_units for one channel per unit, then the per-channel fold of larger units).
+TEST_CASE("group_norm and instance_norm: hundreds of NHWC channels match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 700;
+    // groups of 1 (InstanceNorm), 2 and 10 channels; the last block short
+    for (const gn_case& base :
+         {gn_case{2, 520, 256, 520}, gn_case{2, 520, 256, 260}, gn_case{1, 1040, 320, 104}}) {
+      gn_case c = base;
+      c.nhwc = true;
+      c.instance = c.G == c.C;
+      c.per_group = c.G == 104;
+      c.mis = seed % 5;
+      check_case(i, c, seed++);
+    }
+  });
+}
+
 TEST_CASE("group_norm: G = C equals InstanceNorm, bit for bit") {
   test::for_each_isa([](isa) {
     for (bool nhwc : {false, true}) {

@@ -244,9 +244,10 @@ std::vector<shape3> thread_shapes(const op& o) {
       if (!test::quick() || s.numel() <= 300000) out.push_back(s);  // emulated: smaller shapes
     return out;
   }
-  // C = 1, 3: channels split into parts; C = 64 with N = 1, 3: many groups per task
+  // C = 1, 3: channels split into parts; C = 64 with N = 1, 3: many groups per task;
+  // C = 520 on NHWC: several blocks of the vector fold
   for (const shape3& s : {shape3{5, 1, 12544}, shape3{5, 3, 12544}, shape3{5, 64, 49},
-                          shape3{1, 64, 784}, shape3{3, 64, 784}})
+                          shape3{1, 64, 784}, shape3{3, 64, 784}, shape3{4, 520, 64}})
     if (!test::quick() || s.numel() <= 200000) out.push_back(s);
   return out;
 }

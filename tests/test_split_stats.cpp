@@ -441,8 +441,9 @@ TEST_CASE("split statistics: BatchNorm training with the batch split (SyncBatchN
   struct shape {
     std::size_t N, C, S;
   };
-  // fused planes, split planes (few channels of many values), short planes; NHWC: columns
-  const shape shapes[] = {{6, 5, 63}, {8, 3, 2500}, {7, 24, 1}};
+  // fused planes, split planes (few channels of many values), short planes; NHWC: columns,
+  // and with 520 channels several blocks of the vector fold
+  const shape shapes[] = {{6, 5, 63}, {8, 3, 2500}, {7, 24, 1}, {8, 520, 32}};
   test::chunked_thread_executor three(3);
   test::for_each_isa([&](isa active) {
     for (channel_layout layout : {channel_layout::nchw, channel_layout::nhwc})
