@@ -159,10 +159,11 @@ struct channel_norm_plan final : plan_impl {
 
   // ---- columns (phases_columns.cpp) ----------------------------------------------------------
 
-  /// The finish of `units` units from q (batch item b, first channel c, moments mean[u] and
-  /// m2[u] over count[u] values) in the ISA's vectors (fold_units): the unit outputs, and the
-  /// center, scale and shift of each channel into prm ([3][C] of item b). Units of several
-  /// channels or a quantized y fold per channel afterwards (fold_unit).
+  /// The finish of `units` (at most kMergeSideBySide) units from unit q, whose first channel
+  /// is c, from moments mean[u] and m2[u] over count[u] values, in the ISA's vectors
+  /// (fold_units): the unit outputs, and the center, scale and shift of each channel into prm
+  /// ([3][C] of q's batch item). Units of several channels or a quantized y fold per channel
+  /// afterwards (fold_unit).
   void fold_columns(const call_args& a, std::size_t q, std::size_t c, std::size_t units,
                     const double* mean, const double* m2, const double* count, float* prm) const;
 

@@ -1,6 +1,7 @@
 // fold_units: the per-unit work between the statistics and the normalize pass of the channel
-// ops, for units of one channel each (BatchNorm, InstanceNorm, GroupNorm with one channel per
-// group) on the columns view.
+// ops on the columns view (NHWC, [N, C]): every unit's rstd and outputs, and the normalize
+// parameters where a unit is one channel (BatchNorm, InstanceNorm, GroupNorm of one channel
+// per group; larger groups and 8-bit outputs fold per channel afterwards, in fold_unit).
 //
 // Formula: per unit of n values with mean and M2 (channel/unit_math.hpp, operation for
 //   operation): rstd = 1 / sqrt(M2 / n + eps) (or 1 / (sqrt(M2 / n) + eps)); the saved mean
