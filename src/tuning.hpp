@@ -82,11 +82,21 @@ inline constexpr std::size_t kShortSegmentElements = 1024;
 
 // ---- channel plan: columns schedule ----------------------------------------------------------
 
-/// At most this many row splits per problem (the partial-moments phase), and the number of
-/// splits aimed at over the batch, to feed the threads. Trades parallelism in the partial
-/// phase against workspace and the merge work of the finish phase.
-/// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench.
-inline constexpr std::size_t kMaxColumnSplits = 16;
+/// Tasks the partial-moments phase aims at over the batch, to feed the threads. They are
+/// channel ranges first (each a multiple of kColumnRangeChannels: a channel's moments do not
+/// depend on its neighbours, so ranges change no bit, and each channel is still walked down
+/// all rows in one stride stream), then row splits (each split's moments merged in the finish
+/// phase: a different merge tree, so other bits, and a shorter walk). Trades parallelism in
+/// the partial phase against workspace and the merge work of the finish phase.
+/// Measured on: 2-core cloud guests (Zen 4 / Sapphire Rapids), bench/simdnorm_bench; channel
+/// ranges before splits on a 2-core AMD EPYC (Zen 5) guest (docs/performance.md, "Channel
+/// ranges instead of row splits").
+inline constexpr std::size_t kColumnPartialTasks = 16;
+
+/// Channels per range of the partial-moments phase, at least: one block of the widest ISA's
+/// column kernel (4 vectors of 16 lanes), so that no range ends in a partial vector but the
+/// last.
+inline constexpr std::size_t kColumnRangeChannels = 64;
 
 /// Partial moments (channels times splits) a task of the finish phase merges. Trades task
 /// count against per-task overhead; the phase is small next to the two passes over x.

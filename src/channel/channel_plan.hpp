@@ -32,7 +32,7 @@ enum class phase_kind {
   fused_units,    // planes: statistics + normalize per unit
   split_partial,  // planes, split: partial moments of (unit, part) of one wave
   split_finish,   // planes, split: merge + normalize (unit, part) of one wave
-  col_partial,    // columns: partial moments per (b, row split)
+  col_partial,    // columns: partial moments per (b, row split, channel range)
   col_finish,     // columns: merge, fold scale/shift per (b, channel block)
   col_normalize,  // columns: normalize per (b, row block)
   apply_units,    // planes, stats_stage::apply: normalize (unit, part) from the given records
@@ -89,6 +89,7 @@ struct channel_norm_plan final : plan_impl {
   std::size_t parts = 1;                                      // split
   std::size_t planes_per_task = 1, pieces = 1;                // infer_planes
   std::size_t splits = 1, chan_block = 1, rows_per_task = 1;  // columns
+  std::size_t col_ranges = 1, range_cols = 1;  ///< columns: channel ranges of the partial phase
   std::size_t col_params_offset = 0;  ///< columns: bytes of workspace before the parameters
   std::size_t ws_bytes = 0;
 

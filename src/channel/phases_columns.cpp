@@ -1,7 +1,7 @@
 // Phase executors of the channel ops on the columns view (geometry.hpp): BatchNorm inference
 // over rows of dense channels, and the three phases of the columns schedule (partial column
-// moments per row split, the merge and fold per channel block, the normalize pass per row
-// block); and run_tasks, which sends each phase to its executor.
+// moments per row split and channel range, the merge and fold per channel block, the normalize
+// pass per row block); and run_tasks, which sends each phase to its executor.
 #include <algorithm>
 
 #include "../tuning.hpp"
@@ -46,12 +46,15 @@ void channel_norm_plan::run_infer_rows(const call_args& a, std::size_t begin,
 
 void channel_norm_plan::run_col_partial(const call_args& a, std::size_t begin,
                                         std::size_t end) const {
+  const std::size_t C = std::size_t(g.C);
   for (std::size_t t = begin; t < end; ++t) {
-    const std::size_t b = t / splits, i = t % splits;
+    const std::size_t bi = t / col_ranges, k = t % col_ranges;  // bi = b * splits + i
+    const std::size_t b = bi / splits, i = bi % splits;
+    const std::size_t c0 = k * range_cols, c1 = k + 1 == col_ranges ? C : c0 + range_cols;
     const std::int64_t r0 = split_row(*this, i), r1 = split_row(*this, i + 1);
-    ck.column_moments(x_at(a, std::int64_t(b) * g.xb + r0 * g.xr), std::ptrdiff_t(g.xr),
-                      std::size_t(r1 - r0), std::size_t(g.C), tiny_m2(),
-                      col_partials(a) + (b * splits + i) * std::size_t(g.C));
+    ck.column_moments(x_at(a, std::int64_t(b) * g.xb + r0 * g.xr + std::int64_t(c0)),
+                      std::ptrdiff_t(g.xr), std::size_t(r1 - r0), c1 - c0, tiny_m2(),
+                      col_partials(a) + bi * C + c0);
   }
 }
 

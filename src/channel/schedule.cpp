@@ -13,10 +13,10 @@
 //     normalizes its part. Units run in waves of at most a kWaveCacheDivisor-th of the
 //     last-level cache, one (A, B) pair of phases per wave, so phase B re-reads the wave from
 //     cache.
-//   columns: phase 0 partial column moments per (b, row split); phase 1 merges the splits in
-//     order per channel (and channels into groups) and folds scale and shift per (b, c) into
-//     the workspace; phase 2 normalizes row blocks. Every channel spans the whole tensor, so
-//     x is read twice (see channel_moments-inl.hpp).
+//   columns: phase 0 partial column moments per (b, row split, channel range); phase 1 merges
+//     the splits in order per channel (and channels into groups) and folds scale and shift
+//     per (b, c) into the workspace; phase 2 normalizes row blocks. Every channel spans the whole
+//     tensor, so x is read twice (see channel_moments-inl.hpp).
 //   BatchNorm training ends with a one-task phase that increments the batch counter, after
 //   every task has read it. The running statistics of a channel are updated by the one task
 //   that owns the channel's final statistics.
@@ -60,14 +60,18 @@ void schedule_inference(channel_norm_plan& p) {
 void schedule_columns(channel_norm_plan& p) {
   const channel_geometry& g = p.g;
   const std::size_t B = std::size_t(g.B), R = std::size_t(g.R), C = std::size_t(g.C);
-  // splits of at least one statistics chunk, enough of them to feed the threads
-  p.splits =
-      std::max<std::size_t>(1, std::min({R / kColumnChunkRows, kMaxColumnSplits,
-                                         ceil_div(kMaxColumnSplits, B), R * C / kTaskElements}));
+  // Tasks to feed the threads, from channel ranges first (no bit changes), then row splits of
+  // at least one statistics chunk (tuning.hpp).
+  const std::size_t want =
+      std::max<std::size_t>(1, std::min(ceil_div(kColumnPartialTasks, B), R * C / kTaskElements));
+  const std::size_t blocks = std::max<std::size_t>(1, C / kColumnRangeChannels);
+  p.range_cols = ceil_div(blocks, std::min(blocks, want)) * kColumnRangeChannels;
+  p.col_ranges = std::max<std::size_t>(1, C / p.range_cols);  // the last one takes the rest
+  p.splits = std::max<std::size_t>(1, std::min(R / kColumnChunkRows, ceil_div(want, p.col_ranges)));
   const std::size_t G = std::size_t(g.group);
   p.chan_block = G * std::max<std::size_t>(1, kColumnFinishMoments / (p.splits * G));
   p.rows_per_task = std::max<std::size_t>(1, kTaskElements / C);
-  p.phases.push_back({phase_kind::col_partial, B * p.splits});
+  p.phases.push_back({phase_kind::col_partial, B * p.splits * p.col_ranges});
   p.phases.push_back({phase_kind::col_finish, B * ceil_div(C, p.chan_block)});
   if (p.stage == stats_stage::full)
     p.phases.push_back({phase_kind::col_normalize, B * ceil_div(R, p.rows_per_task)});
