@@ -9,8 +9,11 @@
 // layer_norm, rms_norm, l2_norm (the whole op); layer_norm_moments and layer_norm_apply (its
 // two passes alone, as split-statistics plans: the long-row statistics at every D); copy
 // (memcpy of x to y, the same bytes: the roofline's reference, docs/performance.md); and
-// core_clock, the core cycles per TSC tick, and core_throughput/{fma,load,store}, the core's
-// AVX-512 FMAs, 64-byte L1 loads and stores per tick (x86). Counters:
+// core_clock, the core cycles per TSC tick, and core_throughput/{fma,load,store}/threads:{1,2},
+// the core's AVX-512 FMAs, 64-byte L1 loads and stores per tick (x86), on one thread and on two
+// at once (summed over both: each on its own registers and L1 buffer, nothing shared, so the
+// ratio of the two is what a second thread can add to work that never leaves the core, the
+// ceiling of a kernel's 1-to-2-thread scaling on this machine). Counters:
 //   ticks_per_vector  TSC ticks per V::size input floats (x86 only; the TSC runs at a fixed
 //                     rate, not the core clock, so compare within one machine)
 //   ns_per_row        wall time per row
@@ -146,11 +149,12 @@ void bench_core_clock(benchmark::State& state) {
 #if defined(__x86_64__)
 /// The core's AVX-512 throughput, per core cycle (core_clock converts): independent FMAs on
 /// registers (12 chains, more than latency x pipes), and 64-byte loads and stores on a buffer
-/// in L1. The roofline of docs/performance.md divides the kernels' operations by these.
+/// in L1. The roofline of docs/performance.md divides the kernels' operations by these. Run on
+/// two threads, each has its own buffer and the counter is their sum.
 __attribute__((target("avx512f"))) void bench_core_throughput(benchmark::State& state) {
   if (!__builtin_cpu_supports("avx512f")) return state.SkipWithError("no AVX-512 here");
-  const int which = int(state.range(0));  // 0: fma, 1: load, 2: store
-  alignas(64) static float buf[4096];     // 16 KiB: L1
+  const int which = int(state.range(0));     // 0: fma, 1: load, 2: store
+  alignas(64) thread_local float buf[4096];  // 16 KiB: L1, one per thread
   __m512 acc[12];
   for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(float(k));
   const __m512 m = _mm512_set1_ps(0.999f), a = _mm512_set1_ps(1e-3f);
@@ -191,9 +195,13 @@ __attribute__((target("avx512f"))) void bench_core_throughput(benchmark::State& 
 int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("core_clock", bench_core_clock);
 #if defined(__x86_64__)
-  benchmark::RegisterBenchmark("core_throughput/fma", bench_core_throughput)->Arg(0);
-  benchmark::RegisterBenchmark("core_throughput/load", bench_core_throughput)->Arg(1);
-  benchmark::RegisterBenchmark("core_throughput/store", bench_core_throughput)->Arg(2);
+  const char* const probes[] = {"core_throughput/fma", "core_throughput/load",
+                                "core_throughput/store"};  // Arg 0, 1, 2
+  for (int which = 0; which < 3; ++which)
+    benchmark::RegisterBenchmark(probes[which], bench_core_throughput)
+        ->Arg(which)
+        ->Threads(1)
+        ->Threads(2);
 #endif
   const struct {
     op which;
