@@ -31,12 +31,18 @@
 //   double merge. Results depend only on the shape and the ISA, never on threads (callers
 //   merge partial results in a fixed order).
 
+/// The lanes of a piece's overlapping last vector (walk_segment) that are not yet counted.
+template <class V>
+SIMDNORM_ALWAYS_INLINE auto overlap_lanes(std::size_t len) {
+  return lanes_from<V>(V::size - len % V::size);
+}
+
 /// Feeds the vectors of one segment piece c[0, len) to 4 accumulators, round-robin:
 /// add(j, v) for accumulator j and a vector v of x. A partial last vector (`overlap`) is loaded
-/// ending at len with its already-counted lanes set to `neutral` (whose term is zero); pieces
-/// shorter than a vector go element by element to add1.
-template <class V, class T, class Add, class Add1>
-SIMDNORM_ALWAYS_INLINE void walk_segment(const T* c, std::size_t len, bool overlap,
+/// ending at len with its already-counted lanes (not in `fresh`, overlap_lanes(len)) set to
+/// `neutral` (whose term is zero); pieces shorter than a vector go element by element to add1.
+template <class V, class T, class M, class Add, class Add1>
+SIMDNORM_ALWAYS_INLINE void walk_segment(const T* c, std::size_t len, bool overlap, const M& fresh,
                                          const V& neutral, Add add, Add1 add1) {
   constexpr std::size_t W = V::size;
   const std::size_t body = len - len % W;
@@ -58,7 +64,7 @@ SIMDNORM_ALWAYS_INLINE void walk_segment(const T* c, std::size_t len, bool overl
   }
   if constexpr (W > 1) {
     if (overlap)
-      add(3, select(lanes_from<V>(W - len % W), io::load<V>(c + len - W), neutral));
+      add(3, select(fresh, io::load<V>(c + len - W), neutral));
     else
       for (; i < len; ++i) add1(io::load1(c + i));
   }
@@ -94,11 +100,12 @@ template <class V, class TX>
 SIMDNORM_COLD float chunk_pass_b(const TX* x, std::ptrdiff_t stride, std::size_t k0, std::size_t k1,
                                  std::size_t off, std::size_t piece, bool overlap, float center) {
   const V vc(center);
+  const auto fresh = overlap_lanes<V>(piece);
   V b[4] = {V(0.f), V(0.f), V(0.f), V(0.f)};
   float t = 0.f;
   for (std::size_t k = k0; k < k1; ++k)
     walk_segment<V>(
-        x + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vc,
+        x + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, fresh, vc,
         [&](std::size_t j, const V& v) {
           const V d = v - vc;
           b[j] = fma(d, d, b[j]);
@@ -132,7 +139,8 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
     const float len_min = tiny_m2 ? float(n_chunk) * FLT_MIN : 0.f;  // keeps_tiny_m2
     const bool overlap = W > 1 && piece % W != 0 && piece >= W;
     row_prefetcher pf[R];
-    if (j + 1 < cw.chunks) {
+    const bool prefetch = j + 1 < cw.chunks;
+    if (prefetch) {
       std::size_t nk0, nk1, noff, npiece;
       cw.span(j + 1, nk0, nk1, noff, npiece);
       SIMDNORM_UNROLL
@@ -151,25 +159,34 @@ void segments_moments_r(const TX* const* x, std::ptrdiff_t stride, std::size_t c
       q[r][0] = q[r][1] = q[r][2] = q[r][3] = V(0.f);
       ta[r] = tq[r] = 0.f;
     }
-    for (std::size_t k = k0; k < k1; ++k) {
-      SIMDNORM_UNROLL
-      for (std::size_t r = 0; r < R; ++r) {
-        const V vp(p[r]);
-        walk_segment<V>(
-            x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, vp,
-            [&](std::size_t j, const V& v) {
-              pf[r].step(line_elements<TX>());
-              const V d = v - vp;
-              a[r][j] += d;
-              q[r][j] = fma(d, d, q[r][j]);
-            },
-            [&](float v) {
-              const float d = v - p[r];
-              ta[r] += d;
-              tq[r] += d * d;
-            });
+    // The walk, compiled apart for the last chunk (no prefetch): its branches and the
+    // prefetchers' state otherwise stay in the loop of short segments (7x7 planes).
+    const auto fresh = overlap_lanes<V>(piece);
+    const auto walk = [&](auto with_prefetch) {
+      for (std::size_t k = k0; k < k1; ++k) {
+        SIMDNORM_UNROLL
+        for (std::size_t r = 0; r < R; ++r) {
+          const V vp(p[r]);
+          walk_segment<V>(
+              x[r] + std::ptrdiff_t(k) * stride + std::ptrdiff_t(off), piece, overlap, fresh, vp,
+              [&](std::size_t j, const V& v) {
+                if constexpr (decltype(with_prefetch)::value) pf[r].step(line_elements<TX>());
+                const V d = v - vp;
+                a[r][j] += d;
+                q[r][j] = fma(d, d, q[r][j]);
+              },
+              [&](float v) {
+                const float d = v - p[r];
+                ta[r] += d;
+                tq[r] += d * d;
+              });
+        }
       }
-    }
+    };
+    if (prefetch)
+      walk(std::true_type{});
+    else
+      walk(std::false_type{});
     const chan_weights w{n_done, n_chunk};
     SIMDNORM_UNROLL
     for (std::size_t r = 0; r < R; ++r) {
