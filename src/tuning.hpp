@@ -159,6 +159,16 @@ inline constexpr std::size_t kRowAffineGroupMaxCols = 512;
 /// units are given to tasks in multiples of this.
 inline constexpr std::size_t kInterleavedUnits = 4;
 
+/// Short units the fused schedule normalizes in one walk after their statistics (at most a
+/// task's units, so at most about kTaskElements values or kInterleavedUnits units stay in L2):
+/// the walk's runs of adjacent NCHW channels are longer, so fewer of its vectors are scalar
+/// heads and tails or plane boundaries. Measured on: a 2-core Zen 5 guest, NCHW 32x512x7x7
+/// BatchNorm training, 1 thread, blocks of 16 against 4: 0.35-0.36 of copy against 0.28-0.33
+/// (a program timing the public API; with the walk of segment_moments, bench/simdnorm_bench
+/// 0.26-0.28 -> 0.32-0.37; docs/performance.md).
+inline constexpr std::size_t kFusedBlockUnits = 16;
+static_assert(kFusedBlockUnits % kInterleavedUnits == 0);
+
 /// Elements per statistics chunk (common/moments-inl.hpp): sums within a chunk are float, the
 /// chunks are merged in double. Longer chunks lose accuracy (about u * chunk / lanes); shorter
 /// ones cost more merges. Part of the numerics: changing it changes the bits of every result.

@@ -22,6 +22,7 @@ struct gn_case {
   bool nhwc = false, gamma = true, beta = true, per_group = false, instance = false,
        in_place = false;
   std::size_t mis = 0;
+  std::size_t pad = 0;  ///< NCHW x only: elements of NaN after each batch item (its stride)
 };
 
 void check_case(isa active, const gn_case& c, std::uint32_t seed) {
@@ -35,8 +36,17 @@ void check_case(isa active, const gn_case& c, std::uint32_t seed) {
   std::vector<float> x0(numel);
   test::fill_normal(x0.data(), numel, seed, 2.0, 1.5);
   for (std::size_t k = 0; k < numel; ++k) x0[k] += float((k / S) % 7);  // channels differ
-  const std::vector<float> x_in = c.nhwc ? chref::to_nhwc(x0.data(), N, C, S) : x0;
-  test::buffer x(numel, c.mis), y(numel, (c.mis + 3) % 16);
+  std::vector<float> x_in = c.nhwc ? chref::to_nhwc(x0.data(), N, C, S) : x0;
+  if (c.pad > 0) {  // each batch item followed by NaN that no result may read
+    std::vector<float> padded(N * (C * S + c.pad), std::nanf(""));
+    for (std::size_t n = 0; n < N; ++n)
+      std::copy_n(x0.begin() + std::ptrdiff_t(n * C * S), C * S,
+                  padded.begin() + std::ptrdiff_t(n * (C * S + c.pad)));
+    x_in = padded;
+  }
+  tensor_desc xd = desc(N, C, S, c.nhwc);
+  xd.strides[0] = std::int64_t(C * S + c.pad);
+  test::buffer x(x_in.size(), c.mis), y(numel, (c.mis + 3) % 16);
   std::copy(x_in.begin(), x_in.end(), x.data());
   for (std::size_t i = 0; i < numel; ++i) y[i] = 7.25f;
   const std::size_t na = c.per_group ? G : C;
@@ -56,14 +66,13 @@ void check_case(isa active, const gn_case& c, std::uint32_t seed) {
   if (c.instance) {
     simdnorm::instance_norm_params prm;
     prm.layout = layout;
-    REQUIRE(
-        simdnorm::plan::instance_norm(desc(N, C, S, c.nhwc), desc(N, C, S, c.nhwc), prm, &p).ok());
+    REQUIRE(simdnorm::plan::instance_norm(xd, desc(N, C, S, c.nhwc), prm, &p).ok());
   } else {
     simdnorm::group_norm_params prm;
     prm.num_groups = int(G);
     prm.layout = layout;
     prm.per_group_affine = c.per_group;
-    REQUIRE(simdnorm::plan::group_norm(desc(N, C, S, c.nhwc), desc(N, C, S, c.nhwc), prm, &p).ok());
+    REQUIRE(simdnorm::plan::group_norm(xd, desc(N, C, S, c.nhwc), prm, &p).ok());
   }
   REQUIRE(p.kernel_isa() == active);
   CHECK(p.rows() == N * G);
@@ -104,7 +113,7 @@ void check_case(isa active, const gn_case& c, std::uint32_t seed) {
   CHECK_MESSAGE(bad.none(), bad.report());
   CHECK(x.guards_intact());
   CHECK(y.guards_intact());
-  if (!c.in_place) CHECK(test::bitwise_equal(x.data(), x_in.data(), numel));
+  if (!c.in_place) CHECK(test::bitwise_equal(x.data(), x_in.data(), x_in.size()));
 }
 
 const std::size_t kC[] = {1, 3, 15, 16, 17, 64};
@@ -161,6 +170,27 @@ TEST_CASE("instance_norm: every channel count, plane size and batch matches floa
       ++v;
       check_case(i, c, seed++);
     });
+  });
+}
+
+// A padded batch stride in x with short NCHW planes: the fused schedule normalizes blocks of up
+// to kFusedBlockUnits adjacent units in one walk, which must end with their batch item (20 and
+// 40 units per item are not multiples of 16). NaN in the padding catches any read of it.
+TEST_CASE("group_norm and instance_norm: padded NCHW batch strides match float64") {
+  test::for_each_isa([](isa i) {
+    std::uint32_t seed = 500;
+    for (std::size_t C : {3, 6, 20, 40})
+      for (std::size_t S : {7, 49}) {
+        gn_case inst{3, C, S, C};
+        inst.instance = true;
+        inst.pad = 5;
+        check_case(i, inst, seed++);
+        gn_case grp{3, C, S, C % 2 == 0 ? C / 2 : C};
+        grp.per_group = true;  // one (center, scale, shift) per unit: the block walk
+        grp.pad = 16;
+        grp.mis = 3;
+        check_case(i, grp, seed++);
+      }
   });
 }
 

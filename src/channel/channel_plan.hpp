@@ -186,7 +186,6 @@ struct channel_norm_plan final : plan_impl {
                       const part_range& r) const;
   moments_f64 part_moments(const call_args& a, std::size_t q, const part_range& r) const;
   bool per_segment_affine(const call_args& a) const;
-  bool uniform_block(const call_args& a, std::size_t q, std::size_t n) const;
   void run_fused(const call_args& a, std::size_t begin, std::size_t end) const;
   void run_long_units(const call_args& a, std::size_t q0, std::size_t q1) const;
   void run_split_partial(const call_args& a, const phase_desc& ph, std::size_t begin,

@@ -79,23 +79,17 @@ moments_f64 channel_norm_plan::part_moments(const call_args& a, std::size_t q,
   return m;
 }
 
-/// Whether units [q, q + n) share one set of parameters per unit (not GroupNorm's per-channel
-/// affine) and lie at the unit stride of one batch item: then one grid call normalizes them.
-bool channel_norm_plan::uniform_block(const call_args& a, std::size_t q, std::size_t n) const {
-  const std::size_t U = std::size_t(g.U);
-  return !per_segment_affine(a) && q / U == (q + n - 1) / U;
-}
-
 void channel_norm_plan::run_fused(const call_args& a, std::size_t begin, std::size_t end) const {
-  constexpr std::size_t kBlock = kInterleavedUnits;  // statistics run interleaved
+  constexpr std::size_t kBlock = kFusedBlockUnits;
   const std::size_t q_end = std::min(units_total, end * units_per_task);
   const part_range whole{0, g.nseg, 0, g.len};
   if (!interleaved_units(unit_elements, g.len)) {
     if (begin * units_per_task < q_end) run_long_units(a, begin * units_per_task, q_end);
     return;
   }
-  for (std::size_t q0 = begin * units_per_task; q0 < q_end; q0 += kBlock) {
-    const std::size_t n = std::min(kBlock, q_end - q0);
+  const std::size_t U = std::size_t(g.U);
+  for (std::size_t q0 = begin * units_per_task, n; q0 < q_end; q0 += n) {
+    n = std::min({kBlock, q_end - q0, U - q0 % U});  // a block ends with its batch item
     const void* xs[kBlock];
     for (std::size_t r = 0; r < n; ++r) xs[r] = unit_x(a, q0 + r);
     moments_f64 m[kBlock];
@@ -110,14 +104,14 @@ void channel_norm_plan::run_fused(const call_args& a, std::size_t begin, std::si
       st[r] = finish(m[r]);
       unit_outputs(a, q0 + r, m[r], st[r]);
     }
-    if (!uniform_block(a, q0, n)) {
+    if (per_segment_affine(a)) {
       for (std::size_t r = 0; r < n; ++r) normalize_unit(a, q0 + r, st[r], whole);
       continue;
     }
     // segments outer, the block's units inner: adjacent NCHW channels in memory order
     float c[kBlock], sc[kBlock], sh[kBlock];
     for (std::size_t r = 0; r < n; ++r)
-      fold(st[r], std::int64_t((q0 + r) % std::size_t(g.U)) * g.group, a, c + r, sc + r, sh + r);
+      fold(st[r], std::int64_t((q0 + r) % U) * g.group, a, c + r, sc + r, sh + r);
     plane_affine_job j;
     j.x = unit_x(a, q0);
     j.y = unit_y(a, q0);
